@@ -1,0 +1,105 @@
+"""The in-process event bus: every stored change of a task, in version order, to its streams.
+
+Each event carries the version its write produced, so a subscriber that starts from a snapshot
+skips what the snapshot already reflects. A subscriber that falls behind is closed rather than
+allowed to block the run that publishes.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+import typing as t
+
+from .model import StreamEvent
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BusEvent:
+    task_id: str
+    #: The task version this event's write produced.
+    version: int
+    event: StreamEvent | None
+    #: The StreamResponse, JSON-encoded once for every stream and webhook.
+    result_json: str
+    #: Terminal or interrupted: streams close after sending it.
+    final: bool
+    #: The task was removed (retention): streams end without an event.
+    gone: bool = False
+
+
+class Subscription:
+    """One stream's view of one task: a bounded queue it drains at its own pace."""
+
+    def __init__(self, bus: Bus, task_id: str, limit: int) -> None:
+        self.bus = bus
+        self.task_id = task_id
+        self.limit = limit
+        self.closed = False
+        #: Why the subscription was closed from outside ("overflow", "evicted", ...).
+        self.reason = ""
+        self._events: collections.deque[BusEvent] = collections.deque()
+        self._cond = threading.Condition(threading.Lock())
+
+    def push(self, event: BusEvent) -> None:
+        with self._cond:
+            if self.closed:
+                return
+            if len(self._events) >= self.limit:
+                self.closed, self.reason = True, "overflow"
+            else:
+                self._events.append(event)
+            self._cond.notify()
+
+    def get(self, timeout: float | None) -> BusEvent | None:
+        """The next event; None on timeout or once closed (check :attr:`closed`)."""
+        with self._cond:
+            if not self._events and not self.closed:
+                self._cond.wait(timeout)
+            if self.closed:
+                return None
+            return self._events.popleft() if self._events else None
+
+    def close(self, reason: str = "closed") -> None:
+        with self._cond:
+            if not self.closed:
+                self.closed, self.reason = True, reason
+            self._cond.notify_all()
+        self.bus.unsubscribe(self)
+
+
+class Bus:
+    """Task id -> subscriptions. Publishing never blocks on a subscriber."""
+
+    def __init__(self, queue_limit: int = 1024) -> None:
+        self.queue_limit = queue_limit
+        self._lock = threading.Lock()
+        self._subs: dict[str, list[Subscription]] = {}
+
+    def subscribe(self, task_id: str) -> Subscription:
+        sub = Subscription(self, task_id, self.queue_limit)
+        with self._lock:
+            self._subs.setdefault(task_id, []).append(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        with self._lock:
+            subs = self._subs.get(sub.task_id)
+            if subs and sub in subs:
+                subs.remove(sub)
+                if not subs:
+                    del self._subs[sub.task_id]
+
+    def publish(self, event: BusEvent) -> None:
+        with self._lock:
+            subs = list(self._subs.get(event.task_id, ()))
+        for sub in subs:
+            sub.push(event)
+
+    def subscriber_count(self, task_id: str) -> int:
+        with self._lock:
+            return len(self._subs.get(task_id, ()))
+
+
+Publisher = t.Callable[[BusEvent], None]

@@ -1,0 +1,131 @@
+"""The JSON-RPC 2.0 envelope: strict decoding and response encoding. Knows nothing of HTTP.
+
+Decoding is strict where leniency would be ambiguous: a key repeated anywhere in the body, a
+top-level key spelled in two cases (``method`` and ``Method``), and the non-JSON constants
+``NaN``/``Infinity`` are parse errors, never resolved last-key-wins.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import typing as t
+
+from .errors import A2AError, InvalidParamsError, InvalidRequestError, JSONParseError
+
+
+class _NoId(enum.Enum):
+    NO_ID = "NO_ID"
+
+
+#: The request carried no ``id`` (or none could be read): answered with ``"id": null``.
+NO_ID: t.Final = _NoId.NO_ID
+
+RequestId = str | int | None
+
+
+class Request(t.NamedTuple):
+    id: RequestId
+    method: str
+    params: dict[str, t.Any]
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, t.Any]]) -> dict[str, t.Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _DuplicateKey("a key is repeated")
+    return out
+
+
+def _constant(name: str) -> t.NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode_json(body: bytes) -> t.Any:
+    """Parse strictly: repeated keys and NaN/Infinity raise :class:`JSONParseError`."""
+    try:
+        return json.loads(body, object_pairs_hook=_pairs, parse_constant=_constant)
+    except _DuplicateKey:
+        raise JSONParseError("Invalid JSON payload: a key is repeated") from None
+    except (ValueError, UnicodeDecodeError):
+        raise JSONParseError() from None
+
+
+def decode_request(body: bytes) -> Request:
+    """Decode and check one JSON-RPC request. Batches are refused (-32600).
+
+    Errors found once a usable ``id`` was read are raised as :class:`RequestError`, so the
+    answer carries that id; earlier ones answer with ``"id": null``.
+    """
+    doc = decode_json(body)
+    if not isinstance(doc, dict):
+        raise InvalidRequestError("Request payload validation error: expected one JSON object")
+    if len({key.lower() for key in doc}) != len(doc):
+        raise JSONParseError("Invalid JSON payload: a key is spelled in two cases")
+    if "id" not in doc:
+        raise InvalidRequestError('Request payload validation error: "id" is required')
+    rid = doc["id"]
+    if isinstance(rid, bool) or not isinstance(rid, str | int | None):
+        raise InvalidRequestError(
+            'Request payload validation error: "id" must be a string, an integer or null'
+        )
+    if doc.get("jsonrpc") != "2.0":
+        raise RequestError(
+            rid, InvalidRequestError('Request payload validation error: "jsonrpc" must be "2.0"')
+        )
+    method = doc.get("method")
+    if not isinstance(method, str) or not method:
+        raise RequestError(
+            rid,
+            InvalidRequestError(
+                'Request payload validation error: "method" must be a non-empty string'
+            ),
+        )
+    params = doc.get("params")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise RequestError(
+            rid, InvalidParamsError('Invalid parameters: "params" must be an object')
+        )
+    return Request(rid, method, params)
+
+
+class RequestError(Exception):
+    """An error found after the request id was read, so the answer can carry it."""
+
+    def __init__(self, request_id: RequestId, error: A2AError) -> None:
+        super().__init__(error.message)
+        self.request_id = request_id
+        self.error = error
+
+
+def _dumps(value: t.Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def encode_id(request_id: RequestId | _NoId) -> str:
+    return "null" if request_id is NO_ID else _dumps(request_id)
+
+
+def result_response(request_id: RequestId | _NoId, result_json: str) -> str:
+    """A success response around an already-encoded result (encoded once, reused)."""
+    return '{"jsonrpc":"2.0","id":' + encode_id(request_id) + ',"result":' + result_json + "}"
+
+
+def success(request_id: RequestId | _NoId, result: t.Any) -> str:
+    return result_response(request_id, _dumps(result))
+
+
+def failure(request_id: RequestId | _NoId, error: A2AError) -> str:
+    return (
+        '{"jsonrpc":"2.0","id":' + encode_id(request_id) + ',"error":' + _dumps(error.to_dict())
+        + "}"
+    )
+
+
+encode = _dumps

@@ -1,0 +1,216 @@
+"""Where skill handlers run: a bounded pool of greenlets (under gevent) or threads.
+
+The library never monkey-patches. :func:`default_runner` picks a gevent pool when the process
+is already patched (gunicorn ``-k gevent``) and threads otherwise. A full pool refuses instead of
+queueing, so the exchange can answer -32004 before it writes anything.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+import typing as t
+from concurrent.futures import ThreadPoolExecutor
+
+
+class RunHandle(t.Protocol):
+    def kill(self, exc: type[BaseException]) -> None:
+        """Cut the run: raise ``exc`` inside it (gevent) or rely on its cooperative checks."""
+
+
+class Timer(t.Protocol):
+    def cancel(self) -> None: ...
+
+
+class Runner(t.Protocol):
+    #: "threads" or "gevent".
+    kind: str
+
+    def reserve(self) -> bool:
+        """Take a pool slot for a run about to start; False when the pool is full."""
+
+    def unreserve(self) -> None:
+        """Give back a reserved slot that will not be used."""
+
+    def start(self, fn: t.Callable[[], None]) -> RunHandle:
+        """Start ``fn`` in a slot taken by :meth:`reserve`."""
+
+    def call_later(self, delay: float, fn: t.Callable[[], None]) -> Timer: ...
+
+    def spawn(self, fn: t.Callable[[], None]) -> None:
+        """Background housekeeping outside the bounded pool (timers' work, pollers)."""
+
+
+class _ThreadHandle:
+    def kill(self, exc: type[BaseException]) -> None:
+        """Threads cannot be cut: the handler sees ``task.cancelled`` and its writes raise."""
+
+
+class _Scheduler:
+    """One thread serving every timer of a ThreadRunner (a thread per timer would not scale)."""
+
+    def __init__(self, spawn: t.Callable[[t.Callable[[], None]], None]) -> None:
+        self._spawn = spawn
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _SchedTimer]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def add(self, delay: float, fn: t.Callable[[], None]) -> _SchedTimer:
+        timer = _SchedTimer(fn)
+        with self._cond:
+            heapq.heappush(self._heap, (time.monotonic() + delay, next(self._seq), timer))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name="a2a-timers", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+        return timer
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                    self._cond.wait(wait)
+                _, _, timer = heapq.heappop(self._heap)
+            if not timer.cancelled:
+                self._spawn(timer.fn)
+
+
+class _SchedTimer:
+    __slots__ = ("fn", "cancelled")
+
+    def __init__(self, fn: t.Callable[[], None]) -> None:
+        self.fn = fn
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ThreadRunner:
+    """A bounded thread pool. Cancellation is cooperative (``task.cancelled``, raising writes)."""
+
+    kind = "threads"
+
+    def __init__(self, size: int = 64) -> None:
+        self._slots = threading.BoundedSemaphore(size)
+        self._pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="a2a-run")
+        self._scheduler = _Scheduler(self.spawn)
+
+    def reserve(self) -> bool:
+        return self._slots.acquire(blocking=False)
+
+    def unreserve(self) -> None:
+        self._slots.release()
+
+    def start(self, fn: t.Callable[[], None]) -> RunHandle:
+        def run() -> None:
+            try:
+                fn()
+            finally:
+                self._slots.release()
+
+        self._pool.submit(run)
+        return _ThreadHandle()
+
+    def call_later(self, delay: float, fn: t.Callable[[], None]) -> Timer:
+        return self._scheduler.add(delay, fn)
+
+    def spawn(self, fn: t.Callable[[], None]) -> None:
+        threading.Thread(target=fn, name="a2a-bg", daemon=True).start()
+
+
+class GeventRunner:
+    """A ``gevent.pool.Pool``: a run is a greenlet, and cancel kills it."""
+
+    kind = "gevent"
+
+    def __init__(self, size: int = 1000) -> None:
+        import gevent.pool  # the gevent extra; imported only when this runner is chosen
+
+        self._pool = gevent.pool.Pool(size)
+        self._reserved = 0
+
+    def reserve(self) -> bool:
+        if self._pool.free_count() - self._reserved <= 0:
+            return False
+        self._reserved += 1
+        return True
+
+    def unreserve(self) -> None:
+        self._reserved -= 1
+
+    def start(self, fn: t.Callable[[], None]) -> RunHandle:
+        self._reserved -= 1
+        return _GreenletHandle(self._pool.spawn(fn))
+
+    def call_later(self, delay: float, fn: t.Callable[[], None]) -> Timer:
+        import gevent
+
+        return _GreenletHandle(gevent.spawn_later(delay, fn))
+
+    def spawn(self, fn: t.Callable[[], None]) -> None:
+        import gevent
+
+        gevent.spawn(fn)
+
+
+class _GreenletHandle:
+    def __init__(self, greenlet: t.Any) -> None:
+        self._greenlet = greenlet
+
+    def kill(self, exc: type[BaseException]) -> None:
+        self._greenlet.kill(exc, block=False)
+
+    def cancel(self) -> None:
+        self._greenlet.kill(block=False)
+
+
+def gevent_patched() -> bool:
+    """True when gevent has monkey-patched threading (gunicorn ``-k gevent``, or the app)."""
+    import sys
+
+    if "gevent.monkey" not in sys.modules:
+        return False
+    from gevent import monkey
+
+    return bool(monkey.is_module_patched("threading"))
+
+
+def default_runner(size: int | None = None) -> Runner:
+    if gevent_patched():
+        return GeventRunner(size or 1000)
+    return ThreadRunner(size or 64)
+
+
+class RunSlots:
+    """Per-owner run slots, taken before anything is written (negative limit = unlimited)."""
+
+    def __init__(self, per_owner: int) -> None:
+        self.per_owner = per_owner
+        self._lock = threading.Lock()
+        self._held: dict[str, int] = {}
+
+    def acquire(self, owner: str) -> bool:
+        with self._lock:
+            held = self._held.get(owner, 0)
+            if 0 <= self.per_owner <= held:
+                return False
+            self._held[owner] = held + 1
+            return True
+
+    def release(self, owner: str) -> None:
+        with self._lock:
+            held = self._held.get(owner, 0) - 1
+            if held > 0:
+                self._held[owner] = held
+            else:
+                self._held.pop(owner, None)
+
+    def held(self, owner: str) -> int:
+        return self._held.get(owner, 0)

@@ -1,0 +1,827 @@
+"""The exchange: the HTTP-level pipeline and the JSON-RPC method table. Imports nothing of Flask.
+
+:meth:`Exchange.handle` takes an :class:`HTTPRequest` (bytes, headers and callables) and returns a
+:class:`Reply` (a status, headers and a body or an SSE iterator). The Flask wiring in
+``extension.py`` only adapts those two; a server built by hand on Werkzeug can do the same.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import logging
+import re
+import threading
+import time
+import typing as t
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from . import jsonrpc, wire
+from .bus import Bus, BusEvent, Subscription
+from .config import Settings
+from .errors import (
+    A2AError,
+    ContentTypeNotSupportedError,
+    ExtendedAgentCardNotConfiguredError,
+    ForbiddenOriginError,
+    InternalError,
+    InvalidParamsError,
+    MethodNotAllowedError,
+    MethodNotFoundError,
+    PayloadTooLargeError,
+    PushNotificationNotSupportedError,
+    TaskCanceled,
+    TaskInterrupted,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    TaskTimedOut,
+    UnauthenticatedError,
+    UnencodableDataError,
+    UnsupportedOperationError,
+    VersionNotSupportedError,
+)
+from .model import (
+    INTERRUPTED_STATES,
+    TERMINAL_STATES,
+    Message,
+    Principal,
+    Task,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+    new_id,
+    utcnow,
+)
+from .router import Skill, route
+from .runner import Runner, RunSlots
+from .sse import HEADERS as SSE_HEADERS
+from .sse import Seats, relay
+from .store.base import ListQuery, StaleTaskError, Store, TaskRecord
+from .store.memory import matches, page_of
+from .tasks import Run, TaskContext, TaskUpdater, TaskWriter, is_final, scrub
+
+log = logging.getLogger("flask_a2a")
+
+JSON_HEADERS: t.Final = (
+    ("Content-Type", "application/json"),
+    ("Cache-Control", "no-store"),
+)
+CONTENT_TYPES: t.Final = frozenset({"application/json", "application/a2a+json"})
+_VERSION = re.compile(r"^1(\.\d+){0,2}$")
+SKILL_METADATA_KEY: t.Final = "flask_a2a.skill"
+
+
+@dataclasses.dataclass
+class HTTPRequest:
+    """What the exchange needs of an HTTP request (the web framework fills it in)."""
+
+    method: str
+    headers: t.Mapping[str, str]
+    #: The request's own authority (``Host``), to compare a browser ``Origin`` against.
+    host: str
+    content_length: int | None
+    #: Reads at most ``n`` bytes of the body.
+    read_body: t.Callable[[int], bytes]
+    #: Runs the host app's principal hook in the request's context.
+    resolve_principal: t.Callable[[], Principal | None]
+    query: t.Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: Re-resolves the caller for a long-lived stream (None: never re-checked).
+    refresh_principal: t.Callable[[], Principal | None] | None = None
+
+
+@dataclasses.dataclass
+class Reply:
+    status: int
+    headers: list[tuple[str, str]]
+    body: str | t.Iterator[str]
+
+    @property
+    def streaming(self) -> bool:
+        return not isinstance(self.body, str)
+
+
+class Call(t.NamedTuple):
+    """One JSON-RPC call after the envelope checks."""
+
+    id: jsonrpc.RequestId
+    params: dict[str, t.Any]
+    principal: Principal
+    http: HTTPRequest
+
+
+Method = t.Callable[[Call], t.Any]
+
+
+def _token(cursor: tuple[datetime, str]) -> str:
+    raw = json.dumps([wire.format_timestamp(cursor[0]), cursor[1]]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _untoken(token: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        stamp, task_id = json.loads(raw)
+        return wire.parse_timestamp(stamp), str(task_id)
+    except (ValueError, TypeError) as exc:
+        raise InvalidParamsError(
+            "Invalid parameters: pageToken: not a token this server issued",
+            field_violations=[("pageToken", "not a token this server issued")],
+        ) from exc
+
+
+class Exchange:
+    """One A2A task exchange: skills, a store, a run pool, a bus and the method table."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        skills: t.Iterable[Skill],
+        store: Store,
+        runner: Runner,
+        *,
+        extended_card: t.Callable[[Principal], t.Any] | None = None,
+        push: t.Any = None,
+    ) -> None:
+        self.settings = settings
+        self.skills: dict[str, Skill] = {}
+        for skill in skills:
+            if skill.id in self.skills:
+                raise ValueError(f"two skills share the id {skill.id!r}")
+            self.skills[skill.id] = skill
+        if not self.skills:
+            raise ValueError("an A2A exchange needs at least one skill")
+        self.store = store
+        self.runner = runner
+        self.bus = Bus()
+        self.slots = RunSlots(settings.max_concurrent_runs_per_owner)
+        self.seats = Seats(settings.max_stream_seats_per_owner, settings.stream_seat_overflow)
+        self.extended_card = extended_card
+        #: Push delivery (``push.PushSender``) or None when push notifications are off.
+        self.push = push
+        self.writer = TaskWriter(
+            store,
+            self.bus,
+            max_history=settings.max_history,
+            on_final=self._retain,
+            on_event=push.deliver if push is not None else None,
+        )
+        self.closing = False
+        self._runs: dict[str, Run] = {}
+        self._runs_lock = threading.Lock()
+        self.methods: dict[str, Method] = {
+            "SendMessage": self.send_message,
+            "SendStreamingMessage": self.send_streaming_message,
+            "GetTask": self.get_task,
+            "ListTasks": self.list_tasks,
+            "CancelTask": self.cancel_task,
+            "SubscribeToTask": self.subscribe_to_task,
+            "CreateTaskPushNotificationConfig": self.create_push_config,
+            "GetTaskPushNotificationConfig": self.get_push_config,
+            "ListTaskPushNotificationConfigs": self.list_push_configs,
+            "DeleteTaskPushNotificationConfig": self.delete_push_config,
+            "GetExtendedAgentCard": self.get_extended_card,
+        }
+
+    # ------------------------------------------------------------------ the HTTP pipeline
+
+    def handle(self, http: HTTPRequest) -> Reply:
+        """Run one request through the pipeline, in the order design.md §4 gives."""
+        request_id: jsonrpc.RequestId | jsonrpc._NoId = jsonrpc.NO_ID
+        try:
+            if http.method != "POST":
+                raise MethodNotAllowedError()
+            self._check_origin(http)
+            body = self._read_body(http)
+            self._check_content_type(http)
+            try:
+                request = jsonrpc.decode_request(body)
+            except jsonrpc.RequestError as exc:
+                request_id = exc.request_id
+                raise exc.error from None
+            request_id = request.id
+            principal = http.resolve_principal()
+            if principal is None:
+                raise UnauthenticatedError()
+            self._check_version(http)
+            method = self.methods.get(request.method)
+            if method is None:
+                raise MethodNotFoundError(f"Method not found: {scrub(request.method)[:100]}")
+            result = method(Call(request.id, request.params, principal, http))
+            if isinstance(result, Reply):
+                return result
+            return Reply(200, list(JSON_HEADERS), jsonrpc.success(request.id, result))
+        except A2AError as exc:
+            return self.error_reply(request_id, exc)
+        except Exception:
+            log.exception("a2a: request failed")
+            return self.error_reply(request_id, InternalError())
+
+    def error_reply(
+        self, request_id: jsonrpc.RequestId | jsonrpc._NoId, error: A2AError
+    ) -> Reply:
+        headers = list(JSON_HEADERS)
+        if isinstance(error, MethodNotAllowedError):
+            headers.append(("Allow", "POST"))
+        elif isinstance(error, UnauthenticatedError):
+            headers.append(("WWW-Authenticate", "Bearer"))
+        return Reply(error.http_status, headers, jsonrpc.failure(request_id, error))
+
+    def _check_origin(self, http: HTTPRequest) -> None:
+        origin = http.headers.get("Origin")
+        if origin is None:
+            return  # curl and native A2A clients send none
+        if origin in self.settings.allowed_origins or "*" in self.settings.allowed_origins:
+            return
+        parts = urlsplit(origin)
+        if parts.scheme in ("http", "https") and parts.hostname:
+            default = 443 if parts.scheme == "https" else 80
+            authority = f"{parts.hostname}:{parts.port or default}".lower()
+            host = http.host.lower()
+            if ":" not in host.rsplit("]", 1)[-1]:
+                host = f"{host}:{default}"
+            if authority == host or f"[{parts.hostname}]:{parts.port or default}" == host:
+                return
+        raise ForbiddenOriginError()
+
+    def _read_body(self, http: HTTPRequest) -> bytes:
+        cap = self.settings.max_body_bytes
+        if http.content_length is not None and http.content_length > cap:
+            raise PayloadTooLargeError()
+        body = http.read_body(cap + 1)
+        if len(body) > cap:
+            raise PayloadTooLargeError()
+        return body
+
+    def _check_content_type(self, http: HTTPRequest) -> None:
+        mimetype = http.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        if mimetype not in CONTENT_TYPES:
+            raise ContentTypeNotSupportedError(
+                "Incompatible content types: send application/json"
+            )
+
+    def _check_version(self, http: HTTPRequest) -> None:
+        version = (http.headers.get("A2A-Version") or http.query.get("A2A-Version") or "").strip()
+        if version and not _VERSION.match(version):
+            raise VersionNotSupportedError(
+                f"Protocol version {scrub(version)[:20]} is not supported; this server speaks 1.0",
+                metadata={"supportedVersions": "1.0"},
+            )
+
+    # ------------------------------------------------------------------ reading tasks
+
+    def visible_record(self, task_id: str, principal: Principal) -> TaskRecord:
+        """The caller's task, or -32001 for unknown and foreign alike."""
+        record = self.store.get_task(task_id, principal.owner)
+        if record is None or not record.visible_to(principal):
+            raise TaskNotFoundError(metadata={"taskId": task_id})
+        return record
+
+    def get_task(self, call: Call) -> t.Any:
+        params = wire.load_params(wire.GetTaskRequestSchema(), call.params)
+        record = self.visible_record(params["id"], call.principal)
+        return wire.dump_task(record.task, history_length=params.get("history_length"))
+
+    def list_tasks(self, call: Call) -> t.Any:
+        params = wire.load_params(wire.ListTasksRequestSchema(), call.params)
+        principal = call.principal
+        status = params.get("status")
+        query = ListQuery(
+            owner=principal.owner,
+            tenant=principal.tenant,
+            scopes=principal.scope_key,
+            scoped=principal.scopes is not None,
+            context_id=params.get("context_id") or None,
+            states=frozenset({status}) if status not in (None, TaskState.UNSPECIFIED) else None,
+            status_after=params.get("status_timestamp_after"),
+            limit=params.get("page_size", 50),
+            cursor=_untoken(params["page_token"]) if params.get("page_token") else None,
+        )
+        if self.store.filters_scope and self.store.filters_tenant:
+            page = self.store.list_tasks(query)
+            # A store that declares filtering wrongly still hands out no other tier's task.
+            records = [r for r in page.records if r.visible_to(principal)]
+            total, next_cursor = page.total, page.next_cursor
+        else:
+            page = self._walk_owner(query)
+            records, total, next_cursor = page.records, page.total, page.next_cursor
+        history_length = params.get("history_length")
+        include_artifacts = params.get("include_artifacts", False)
+        return {
+            "tasks": [
+                wire.dump_task(
+                    r.task, history_length=history_length, include_artifacts=include_artifacts
+                )
+                for r in records
+            ],
+            "nextPageToken": _token(next_cursor) if next_cursor else "",
+            "pageSize": len(records),
+            "totalSize": total,
+        }
+
+    def _walk_owner(self, query: ListQuery) -> t.Any:
+        """For a store that cannot filter by tier: read every task of the owner, count ours."""
+        everything = dataclasses.replace(
+            query, scoped=False, tenanted=False, context_id=None, states=None,
+            status_after=None, cursor=None, limit=1000,
+        )
+        records: list[TaskRecord] = []
+        cursor = None
+        while True:
+            page = self.store.list_tasks(dataclasses.replace(everything, cursor=cursor))
+            records.extend(r for r in page.records if matches(r, query))
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        return page_of(records, query)
+
+    # ------------------------------------------------------------------ sending
+
+    def _message_params(self, call: Call) -> tuple[Message, dict[str, t.Any]]:
+        params = wire.load_params(wire.SendMessageRequestSchema(), call.params)
+        if self.closing:
+            raise UnsupportedOperationError("server is shutting down; no new runs are accepted")
+        return params["message"], params.get("configuration") or {}
+
+    def _check_push_config(self, config: dict[str, t.Any]) -> None:
+        inline = config.get("task_push_notification_config")
+        if inline is not None and self.push is not None:
+            if inline.get("task_id"):
+                raise InvalidParamsError(
+                    "Invalid parameters: configuration.taskPushNotificationConfig.taskId "
+                    "must be empty in SendMessage",
+                    field_violations=[
+                        ("configuration.taskPushNotificationConfig.taskId", "must be empty")
+                    ],
+                )
+            self.push.check_url(inline["url"])
+
+    def _register_inline_push(self, record: TaskRecord, config: dict[str, t.Any]) -> None:
+        inline = config.get("task_push_notification_config")
+        if inline is not None and self.push is not None:
+            self.push.register(record, {**inline, "task_id": record.task.id})
+
+    def start(
+        self,
+        message: Message,
+        principal: Principal,
+        config: dict[str, t.Any],
+        *,
+        subscribe: bool = False,
+    ) -> Started:
+        """Create (or resume) the task and start its run.
+
+        Every refusal happens before anything is written. With ``subscribe`` the bus
+        subscription is taken before the run starts, so a stream misses no event.
+        """
+        self._check_push_config(config)
+        if message.task_id:
+            return self._resume(message, principal, config, subscribe)
+        routed = route(message, self.skills)
+        task_id, context_id = new_id(), message.context_id or new_id()
+        message = dataclasses.replace(message, task_id=task_id, context_id=context_id)
+        now = utcnow()
+        if routed.skill is None:
+            refusal = Message.agent(routed.refusal, context_id=context_id, task_id=task_id)
+            task = Task(
+                task_id, context_id, TaskStatus(TaskState.REJECTED, now, refusal),
+                history=(message, refusal),
+            )
+            record = self.store.create_task(
+                TaskRecord(task, principal.owner, principal.tenant, principal.scope_key, now)
+            )
+            self._register_inline_push(record, config)
+            self._retain(record)
+            return Started(record, None, self.bus.subscribe(task_id) if subscribe else None)
+        skill = routed.skill
+        self._claim(principal.owner)
+        try:
+            task = Task(
+                task_id, context_id, TaskStatus(TaskState.SUBMITTED, now), history=(message,),
+                metadata={SKILL_METADATA_KEY: skill.id},
+            )
+            record = self.store.create_task(
+                TaskRecord(
+                    task, principal.owner, principal.tenant, principal.scope_key, now,
+                    skill=skill.id,
+                )
+            )
+        except BaseException:
+            self._unclaim(principal.owner)
+            raise
+        self._register_inline_push(record, config)
+        return self._launch(record, message, principal, skill, subscribe)
+
+    def _claim(self, owner: str) -> None:
+        """Take an owner slot and a pool slot, or refuse with -32004 (nothing written)."""
+        if not self.slots.acquire(owner):
+            raise UnsupportedOperationError("maximum concurrent task runs reached")
+        if not self.runner.reserve():
+            self.slots.release(owner)
+            raise UnsupportedOperationError("maximum concurrent task runs reached (server)")
+
+    def _unclaim(self, owner: str) -> None:
+        self.runner.unreserve()
+        self.slots.release(owner)
+
+    def _resume(
+        self, message: Message, principal: Principal, config: dict[str, t.Any], subscribe: bool
+    ) -> Started:
+        assert message.task_id is not None
+        record = self.visible_record(message.task_id, principal)
+        if record.state.terminal:
+            raise UnsupportedOperationError(
+                f"task is {record.state.value}; a follow-up needs a new task",
+                metadata={"taskId": record.task.id},
+            )
+        if message.context_id and message.context_id != record.task.context_id:
+            raise InvalidParamsError(
+                "Invalid parameters: message.contextId does not match the task's context",
+                field_violations=[("message.contextId", "does not match the task's context")],
+            )
+        if not record.state.interrupted:
+            raise UnsupportedOperationError(
+                "task is still running; wait for it to ask for input",
+                metadata={"taskId": record.task.id},
+            )
+        skill = self.skills.get(record.skill or "")
+        if skill is None:
+            raise UnsupportedOperationError("the task's skill is no longer served")
+        self._claim(principal.owner)
+        message = dataclasses.replace(message, context_id=record.task.context_id)
+        status = TaskStatus(TaskState.WORKING, utcnow())
+        task = dataclasses.replace(
+            record.task, status=status, history=record.task.history + (message,)
+        )
+        try:
+            record = self.writer.commit(
+                record, task, TaskStatusUpdateEvent(task.id, task.context_id, status)
+            )
+        except StaleTaskError:
+            self._unclaim(principal.owner)
+            raise UnsupportedOperationError(
+                "task changed while resuming; read it again", metadata={"taskId": task.id}
+            ) from None
+        except BaseException:
+            self._unclaim(principal.owner)
+            raise
+        self._register_inline_push(record, config)
+        return self._launch(record, message, principal, skill, subscribe)
+
+    def _launch(
+        self,
+        record: TaskRecord,
+        message: Message,
+        principal: Principal,
+        skill: Skill,
+        subscribe: bool,
+    ) -> Started:
+        run = Run(record, self.settings.task_timeout)
+        context = TaskContext(self.writer, run, message, principal, skill)
+        with self._runs_lock:
+            self._runs[run.task_id] = run
+        if self.settings.task_timeout > 0:
+            run.timer = self.runner.call_later(
+                self.settings.task_timeout, lambda: self._on_deadline(run)
+            )
+        subscription = self.bus.subscribe(record.task.id) if subscribe else None
+        run.handle = self.runner.start(lambda: self._execute(run, context, skill))
+        return Started(record, run, subscription)
+
+    def _execute(self, run: Run, context: TaskContext, skill: Skill) -> None:
+        """The body of one run: the handler, then settling what it left open."""
+        try:
+            if run.cancelled:
+                return  # canceled before it started: the handler never runs
+            run.started = True
+            failure: str | None = None
+            try:
+                skill.handler(context)
+            except TaskInterrupted:
+                return  # canceled or timed out: whoever cut the run settled the task
+            except UnencodableDataError as exc:
+                failure = f"skill produced data that cannot be sent: {exc}"
+            except Exception as exc:
+                log.warning("a2a: skill %s failed: %s", skill.id, scrub(repr(exc)))
+                failure = str(exc) or type(exc).__name__
+            if context.settled and failure is None:
+                return
+            try:
+                if failure is None:
+                    context.complete()
+                else:
+                    context.fail(scrub(failure))
+            except TaskInterrupted:
+                pass
+            except Exception as exc:
+                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+        finally:
+            self._finish(run)
+
+    def _finish(self, run: Run) -> None:
+        try:
+            if run.timer is not None:
+                run.timer.cancel()
+        finally:
+            with self._runs_lock:
+                if self._runs.get(run.task_id) is run:
+                    del self._runs[run.task_id]
+            self.slots.release(run.owner)
+            run.done.set()
+
+    def _on_deadline(self, run: Run) -> None:
+        """The run went past A2A_TASK_TIMEOUT: settle FAILED, then cut it."""
+        if run.done.is_set():
+            return
+        with run.lock:
+            run.timed_out = True
+            try:
+                run.record = self.writer.settle(
+                    run.record, TaskState.FAILED, "task timed out"
+                )
+            except Exception as exc:
+                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+        if run.handle is not None:
+            run.handle.kill(TaskTimedOut)
+        run.done.set()
+
+    def send_message(self, call: Call) -> t.Any:
+        message, config = self._message_params(call)
+        record, run, _ = self.start(message, call.principal, config)
+        history_length = config.get("history_length")
+        if run is not None and not config.get("return_immediately"):
+            run.done.wait()
+            record = self.store.get_task(run.task_id) or run.record
+        return {"task": wire.dump_task(record.task, history_length=history_length)}
+
+    # ------------------------------------------------------------------ streams
+
+    def _stream_reply(
+        self,
+        call: Call,
+        record: TaskRecord,
+        subscription: t.Any,
+        seat: t.Any,
+    ) -> Reply:
+        request_id_json = jsonrpc.encode_id(call.id)
+
+        def wrap(result_json: str) -> str:
+            return '{"jsonrpc":"2.0","id":' + request_id_json + ',"result":' + result_json + "}"
+
+        principal = call.principal
+        refresh = call.http.refresh_principal
+
+        def still_allowed() -> bool:
+            if refresh is None:
+                return True
+            now = refresh()
+            return (
+                now is not None
+                and now.owner == principal.owner
+                and now.tenant == principal.tenant
+                and now.scopes == principal.scopes
+            )
+
+        body = relay(
+            first=jsonrpc.encode({"task": wire.dump_task(record.task)}),
+            first_version=record.version,
+            first_final=is_final(record.state),
+            subscription=subscription,
+            seat=seat,
+            keepalive=self.settings.keepalive_interval,
+            wrap=wrap,
+            still_allowed=still_allowed,
+            poll=self._poller(record.task.id),
+        )
+        return Reply(200, list(SSE_HEADERS), body)
+
+    def _poller(self, task_id: str) -> t.Callable[[int], tuple[str, int, bool] | None]:
+        """Emit a snapshot when the stored version moved without a local event."""
+
+        def poll(version: int) -> tuple[str, int, bool] | None:
+            if task_id in self._runs:
+                return None
+            record = self.store.get_task(task_id)
+            if record is None or record.version <= version:
+                return None
+            return (
+                jsonrpc.encode({"task": wire.dump_task(record.task)}),
+                record.version,
+                is_final(record.state),
+            )
+
+        return poll
+
+    def send_streaming_message(self, call: Call) -> Reply:
+        message, config = self._message_params(call)
+        seat = self.seats.take(call.principal.owner)
+        try:
+            record, _, subscription = self.start(message, call.principal, config, subscribe=True)
+        except BaseException:
+            seat.release()
+            raise
+        return self._stream_reply(call, record, subscription, seat)
+
+    def subscribe_to_task(self, call: Call) -> Reply:
+        params = wire.load_params(wire.SubscribeToTaskRequestSchema(), call.params)
+        record = self.visible_record(params["id"], call.principal)
+        if record.state.terminal:
+            raise UnsupportedOperationError(
+                f"task is {record.state.value}; there is nothing to subscribe to",
+                metadata={"taskId": record.task.id},
+            )
+        seat = self.seats.take(call.principal.owner)
+        try:
+            subscription = self.bus.subscribe(record.task.id)
+            # Re-read after subscribing: the snapshot's version bounds what the bus may skip.
+            record = self.store.get_task(record.task.id) or record
+        except BaseException:
+            seat.release()
+            raise
+        return self._stream_reply(call, record, subscription, seat)
+
+    # ------------------------------------------------------------------ cancel
+
+    def cancel_task(self, call: Call) -> t.Any:
+        params = wire.load_params(wire.CancelTaskRequestSchema(), call.params)
+        record = self.visible_record(params["id"], call.principal)
+        return wire.dump_task(self.cancel(record).task)
+
+    def cancel(self, record: TaskRecord, *, text: str | None = None) -> TaskRecord:
+        """Settle CANCELED against the store and cut the local run, if any."""
+        if record.state.terminal:
+            raise TaskNotCancelableError(
+                f"Task cannot be canceled: it is {record.state.value}",
+                metadata={"taskId": record.task.id},
+            )
+        run = self._runs.get(record.task.id)
+        if run is None:
+            return self._settle_canceled(record, text)
+        with run.lock:
+            run.cancelled = True
+            current = self.store.get_task(record.task.id)
+            if current is None:
+                raise TaskNotFoundError(metadata={"taskId": record.task.id})
+            run.record = self._settle_canceled(current, text)
+        if run.handle is not None and run.started:
+            run.handle.kill(TaskCanceled)
+        run.done.set()
+        return run.record
+
+    def _settle_canceled(self, record: TaskRecord, text: str | None) -> TaskRecord:
+        try:
+            settled = self.writer.settle(record, TaskState.CANCELED, text)
+        except StaleTaskError:
+            raise TaskNotFoundError(metadata={"taskId": record.task.id}) from None
+        if settled.state is not TaskState.CANCELED:
+            raise TaskNotCancelableError(
+                f"Task cannot be canceled: it is {settled.state.value}",
+                metadata={"taskId": record.task.id},
+            )
+        return settled
+
+    # ------------------------------------------------------------------ retention
+
+    def _retain(self, record: TaskRecord) -> None:
+        """After a settle or pause in a tier, hold that tier to its bounds."""
+        if record.state in TERMINAL_STATES:
+            self._trim_terminal(record)
+        elif record.state in INTERRUPTED_STATES:
+            self._trim_paused(record)
+
+    def _trim_terminal(self, record: TaskRecord) -> None:
+        keep = self.settings.terminal_task_retention
+        if keep < 0:
+            return
+        trimmer = getattr(self.store, "trim_terminal_tasks", None)
+        if trimmer is not None:
+            deleted = trimmer(record.tier, keep)
+        else:
+            query = ListQuery(
+                owner=record.owner, tenant=record.tenant, scopes=record.scopes,
+                scoped=True, states=TERMINAL_STATES, limit=100_000,
+            )
+            rows = [r for r in self.store.list_tasks(query).records if r.tier == record.tier]
+            deleted = [r.task.id for r in rows[keep:]]
+            self.store.delete_tasks(deleted)
+        for task_id in deleted:
+            self._forget(task_id)
+
+    def _trim_paused(self, record: TaskRecord) -> None:
+        keep = self.settings.paused_task_retention
+        if keep < 0:
+            return
+        query = ListQuery(
+            owner=record.owner, tenant=record.tenant, scopes=record.scopes, scoped=True,
+            states=INTERRUPTED_STATES, limit=keep + 256,
+        )
+        rows = [r for r in self.store.list_tasks(query).records if r.tier == record.tier]
+        for old in rows[keep:]:
+            try:
+                self.writer.settle(old, TaskState.CANCELED, "canceled: too many paused tasks")
+            except StaleTaskError:
+                continue
+
+    def _forget(self, task_id: str) -> None:
+        """A task was deleted: cut its local run and end its streams with no event."""
+        run = self._runs.get(task_id)
+        if run is not None:
+            run.cancelled = True
+            if run.handle is not None and run.started:
+                run.handle.kill(TaskCanceled)
+        self.bus.publish(BusEvent(task_id, 2**62, None, "", final=True, gone=True))
+
+    # ------------------------------------------------------------------ push configs
+
+    def _push(self) -> t.Any:
+        if self.push is None:
+            raise PushNotificationNotSupportedError()
+        return self.push
+
+    def create_push_config(self, call: Call) -> t.Any:
+        push = self._push()
+        params = wire.load_params(wire.PushConfigSchema(), call.params)
+        if not params.get("task_id"):
+            raise InvalidParamsError(
+                "Invalid parameters: taskId: Missing data for required field.",
+                field_violations=[("taskId", "Missing data for required field.")],
+            )
+        record = self.visible_record(params["task_id"], call.principal)
+        return wire.dump_push_config(push.register(record, params))
+
+    def get_push_config(self, call: Call) -> t.Any:
+        self._push()
+        params = wire.load_params(wire.PushConfigRefSchema(), call.params)
+        record = self.visible_record(params["task_id"], call.principal)
+        config = self.store.get_push_config(record.task.id, params["id"])
+        if config is None:
+            raise TaskNotFoundError("Push notification config not found")
+        return wire.dump_push_config(config)
+
+    def list_push_configs(self, call: Call) -> t.Any:
+        self._push()
+        params = wire.load_params(wire.ListPushConfigsRequestSchema(), call.params)
+        record = self.visible_record(params["task_id"], call.principal)
+        configs = self.store.list_push_configs(record.task.id)
+        size = params.get("page_size") or 100
+        start = 0
+        if params.get("page_token"):
+            try:
+                start = int(params["page_token"])
+            except ValueError:
+                raise InvalidParamsError("Invalid parameters: pageToken is not valid") from None
+        page = configs[start : start + size]
+        out: dict[str, t.Any] = {"configs": [wire.dump_push_config(c) for c in page]}
+        if start + size < len(configs):
+            out["nextPageToken"] = str(start + size)
+        return out
+
+    def delete_push_config(self, call: Call) -> None:
+        self._push()
+        params = wire.load_params(wire.PushConfigRefSchema(), call.params)
+        record = self.visible_record(params["task_id"], call.principal)
+        if not self.store.delete_push_config(record.task.id, params["id"]):
+            raise TaskNotFoundError("Push notification config not found")
+        return None
+
+    # ------------------------------------------------------------------ the extended card
+
+    def get_extended_card(self, call: Call) -> t.Any:
+        wire.load_params(wire.GetExtendedAgentCardRequestSchema(), call.params)
+        if self.extended_card is None:
+            raise ExtendedAgentCardNotConfiguredError()
+        return self.extended_card(call.principal)
+
+    # ------------------------------------------------------------------ outside the wire
+
+    def task_updater(self, task_id: str) -> TaskUpdater:
+        return TaskUpdater(self.writer, task_id)
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Refuse new runs, cut every live run (settled CANCELED), wait for them to finish.
+
+        Returns True when every run finished within ``timeout``.
+        """
+        self.closing = True
+        if timeout is None:
+            timeout = self.settings.shutdown_timeout
+        deadline = time.monotonic() + timeout
+        with self._runs_lock:
+            runs = [r for r in self._runs.values() if not r.handed_off]
+        for run in runs:
+            try:
+                self.cancel(run.record, text="canceled: the server is shutting down")
+            except A2AError:
+                pass
+            except Exception as exc:
+                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+        return all(run.done.wait(max(0.0, deadline - time.monotonic())) for run in runs)
+
+
+class Started(t.NamedTuple):
+    """A started (or rejected) task: its first stored record, its run, its subscription."""
+
+    record: TaskRecord
+    run: Run | None
+    subscription: Subscription | None

@@ -1,0 +1,142 @@
+"""Server-Sent Events: frames, keep-alives, per-owner stream seats, and the relay generator.
+
+A stream pins a bus subscription for its whole life, so an owner's concurrent streams are
+seated. At the cap an owner's next stream is refused (HTTP 429) or, with ``evict-oldest``,
+their oldest stream is closed and the new one seated.
+"""
+
+from __future__ import annotations
+
+import threading
+import typing as t
+
+from .bus import Subscription
+from .errors import StreamSeatsExhaustedError
+
+KEEPALIVE: t.Final = ": keep-alive\n\n"
+HEADERS: t.Final = (
+    ("Content-Type", "text/event-stream; charset=utf-8"),
+    ("Cache-Control", "no-store"),
+    ("X-Accel-Buffering", "no"),
+)
+
+
+def frame(response_json: str) -> str:
+    """One SSE event holding one complete JSON-RPC response."""
+    return "data: " + response_json + "\n\n"
+
+
+class Seat:
+    """One open stream of one owner; evicting it closes the stream's subscription."""
+
+    def __init__(self, seats: Seats, owner: str) -> None:
+        self.seats = seats
+        self.owner = owner
+        self.subscription: Subscription | None = None
+        self.evicted = False
+        self.released = False
+
+    def evict(self) -> None:
+        self.evicted = True
+        if self.subscription is not None:
+            self.subscription.close("evicted")
+
+    def release(self) -> None:
+        self.seats.release(self)
+
+
+class Seats:
+    def __init__(self, per_owner: int, overflow: str) -> None:
+        self.per_owner = per_owner
+        self.overflow = overflow
+        self._lock = threading.Lock()
+        self._held: dict[str, list[Seat]] = {}
+
+    def take(self, owner: str) -> Seat:
+        """Seat a new stream, or raise :class:`StreamSeatsExhaustedError` (nothing changes)."""
+        seat = Seat(self, owner)
+        evicted: Seat | None = None
+        with self._lock:
+            held = self._held.setdefault(owner, [])
+            if 0 <= self.per_owner <= len(held):
+                if self.overflow != "evict-oldest" or not held:
+                    if not held:
+                        del self._held[owner]
+                    raise StreamSeatsExhaustedError()
+                evicted = held.pop(0)
+                evicted.released = True
+            held.append(seat)
+        if evicted is not None:
+            evicted.evict()
+        return seat
+
+    def release(self, seat: Seat) -> None:
+        with self._lock:
+            if seat.released:
+                return
+            seat.released = True
+            held = self._held.get(seat.owner, [])
+            if seat in held:
+                held.remove(seat)
+            if not held:
+                self._held.pop(seat.owner, None)
+
+    def count(self, owner: str) -> int:
+        return len(self._held.get(owner, ()))
+
+
+def relay(
+    *,
+    first: str,
+    first_version: int,
+    first_final: bool,
+    subscription: Subscription,
+    seat: Seat,
+    keepalive: float,
+    wrap: t.Callable[[str], str],
+    still_allowed: t.Callable[[], bool] | None = None,
+    poll: t.Callable[[int], tuple[str, int, bool] | None] | None = None,
+) -> t.Iterator[str]:
+    """Yield the snapshot, then every newer event, until a final one; keep-alive when idle.
+
+    :param wrap: turns a StreamResponse's JSON into a whole JSON-RPC response.
+    :param still_allowed: re-resolves the caller at each keep-alive; False ends the stream.
+    :param poll: reads the store for a newer version than the one given (replicas, or a run
+        that ended without settling); returns (result JSON, version, final) or None.
+    """
+    seat.subscription = subscription
+    try:
+        if seat.evicted:
+            return
+        yield frame(wrap(first))
+        if first_final:
+            return
+        version = first_version
+        while True:
+            event = subscription.get(keepalive)
+            if event is None:
+                if subscription.closed:
+                    return
+                if still_allowed is not None and not still_allowed():
+                    return
+                if poll is not None:
+                    polled = poll(version)
+                    if polled is not None:
+                        result_json, version, final = polled
+                        yield frame(wrap(result_json))
+                        if final:
+                            return
+                        continue
+                yield KEEPALIVE
+                continue
+            if event.gone:
+                return
+            if event.version <= version:
+                continue  # already reflected by the snapshot (or a poll)
+            version = event.version
+            yield frame(wrap(event.result_json))
+            if event.final:
+                return
+    finally:
+        subscription.close()
+        seat.release()

@@ -1,0 +1,146 @@
+"""The store seam: what the exchange needs from wherever tasks live.
+
+A store keeps task records (the task plus who owns it and in which tier it was made) and push
+configs. Writes are optimistic: :meth:`Store.update_task` names the version it read and fails
+with :class:`StaleTaskError` if the row moved, which is how a late completion can never
+overwrite a cancel. Both built-in stores refuse a task that cannot be JSON-encoded without
+changing what they hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing as t
+from datetime import datetime
+
+from ..errors import UnencodableDataError
+from ..model import Principal, PushConfig, Task, TaskState, Tier
+from ..wire import dump_task
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """A stored task and its ownership. ``tenant`` and ``scopes`` never change after creation."""
+
+    task: Task
+    owner: str
+    tenant: str | None
+    #: Sorted scope names of the creating credential; ``None`` when a session made it.
+    scopes: tuple[str, ...] | None
+    created_at: datetime
+    version: int = 1
+    skill: str | None = None
+
+    @property
+    def tier(self) -> Tier:
+        return Tier(self.owner, self.tenant, self.scopes)
+
+    @property
+    def state(self) -> TaskState:
+        return self.task.status.state
+
+    def visible_to(self, principal: Principal) -> bool:
+        """Owner, tenant and scope set: another tier's task is indistinguishable from none."""
+        if self.owner != principal.owner or self.tenant != principal.tenant:
+            return False
+        return principal.scopes is None or self.scopes == principal.scope_key
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ListQuery:
+    """One page of an owner's tasks, newest status first (keyset on timestamp, id)."""
+
+    owner: str
+    tenant: str | None = None
+    #: Filter to exactly this scope set; meaningful only when ``scoped``.
+    scopes: tuple[str, ...] | None = None
+    #: The caller is a narrowed credential: list only tasks made under ``scopes``.
+    scoped: bool = False
+    #: Filter by ``tenant`` (always on for the exchange; off only for an owner-wide walk).
+    tenanted: bool = True
+    context_id: str | None = None
+    states: frozenset[TaskState] | None = None
+    status_after: datetime | None = None
+    limit: int = 50
+    #: Exclusive keyset cursor: (status timestamp, task id) of the last row already sent.
+    cursor: tuple[datetime, str] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskPage:
+    records: list[TaskRecord]
+    #: Matches before paging.
+    total: int
+    next_cursor: tuple[datetime, str] | None
+
+
+class StaleTaskError(Exception):
+    """An update named a version the row no longer has (``current`` is None when it is gone)."""
+
+    def __init__(self, current: TaskRecord | None) -> None:
+        super().__init__("task changed or was deleted since it was read")
+        self.current = current
+
+
+class Store(t.Protocol):
+    """What the exchange needs from a task store."""
+
+    #: The store filters ListTasks by scope set in its query (else the server walks).
+    filters_scope: bool
+    #: The store filters ListTasks by tenant in its query (else the server walks).
+    filters_tenant: bool
+
+    def create_task(self, record: TaskRecord) -> TaskRecord: ...
+
+    def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
+        """The record, or None if absent or (with ``owner``) owned by someone else."""
+
+    def update_task(self, record: TaskRecord, expected_version: int) -> TaskRecord:
+        """Store ``record.task`` as version ``expected_version + 1``; owner/tier are kept."""
+
+    def list_tasks(self, query: ListQuery) -> TaskPage: ...
+
+    def delete_tasks(self, task_ids: t.Iterable[str]) -> int: ...
+
+    def put_push_config(self, owner: str, config: PushConfig, keep: int) -> PushConfig:
+        """Insert or replace; past ``keep`` (when > 0) the task's oldest configs are deleted."""
+
+    def get_push_config(self, task_id: str, config_id: str) -> PushConfig | None: ...
+
+    def list_push_configs(self, task_id: str) -> list[PushConfig]: ...
+
+    def delete_push_config(self, task_id: str, config_id: str) -> bool: ...
+
+    def export_owner(self, owner: str) -> dict[str, list[dict[str, t.Any]]]: ...
+
+    def erase_owner(self, owner: str) -> int: ...
+
+
+class RetentionTrimmer(t.Protocol):
+    """Optional: trim a tier's oldest terminal rows (and orphaned push configs) in one step."""
+
+    def trim_terminal_tasks(self, tier: Tier, keep: int) -> list[str]: ...
+
+
+def encode_task(task: Task) -> str:
+    """The task as stored JSON; refuses what JSON cannot hold (NaN, functions, cycles)."""
+    try:
+        return json.dumps(
+            dump_task(task), separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UnencodableDataError(f"task data cannot be JSON-encoded: {exc}") from None
+
+
+def record_json(record: TaskRecord) -> dict[str, t.Any]:
+    """A record as JSON-ready data (data export)."""
+    return {
+        "task": dump_task(record.task),
+        "owner": record.owner,
+        "tenant": record.tenant,
+        "scopes": list(record.scopes) if record.scopes is not None else None,
+        "version": record.version,
+        "skill": record.skill,
+        "createdAt": record.created_at.isoformat(),
+    }

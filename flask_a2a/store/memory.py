@@ -1,0 +1,181 @@
+"""The in-RAM store: one process, forgets on restart, bounded by the retention knobs."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import typing as t
+
+from ..model import PushConfig, Tier
+from ..wire import dump_push_config
+from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
+
+
+def _sort_key(record: TaskRecord) -> tuple[t.Any, str]:
+    return (record.task.status.timestamp, record.task.id)
+
+
+def matches(record: TaskRecord, query: ListQuery) -> bool:
+    """Whether a record belongs in a query's result (shared with the server's owner walk)."""
+    if record.owner != query.owner:
+        return False
+    if query.tenanted and record.tenant != query.tenant:
+        return False
+    if query.scoped and record.scopes != query.scopes:
+        return False
+    if query.context_id and record.task.context_id != query.context_id:
+        return False
+    if query.states is not None and record.state not in query.states:
+        return False
+    return query.status_after is None or record.task.status.timestamp >= query.status_after
+
+
+def page_of(records: t.Iterable[TaskRecord], query: ListQuery) -> TaskPage:
+    """Sort newest first, count, and cut one keyset page."""
+    rows = sorted(records, key=_sort_key, reverse=True)
+    total = len(rows)
+    if query.cursor is not None:
+        rows = [r for r in rows if _sort_key(r) < query.cursor]
+    page = rows[: query.limit]
+    more = len(rows) > query.limit
+    next_cursor = _sort_key(page[-1]) if more and page else None
+    return TaskPage(page, total, next_cursor)
+
+
+class MemoryStore:
+    """A dict and a lock. Records are immutable, so reads hand them out without copying."""
+
+    filters_scope = True
+    filters_tenant = True
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tasks: dict[str, TaskRecord] = {}
+        self._by_owner: dict[str, set[str]] = {}
+        #: task id -> config id -> (owner, config); dicts keep insertion order (oldest first).
+        self._configs: dict[str, dict[str, tuple[str, PushConfig]]] = {}
+
+    # -- tasks
+
+    def create_task(self, record: TaskRecord) -> TaskRecord:
+        encode_task(record.task)
+        record = dataclasses.replace(record, version=1)
+        with self._lock:
+            if record.task.id in self._tasks:
+                raise ValueError(f"task {record.task.id!r} exists")
+            self._tasks[record.task.id] = record
+            self._by_owner.setdefault(record.owner, set()).add(record.task.id)
+        return record
+
+    def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
+        record = self._tasks.get(task_id)
+        if record is None or (owner is not None and record.owner != owner):
+            return None
+        return record
+
+    def update_task(self, record: TaskRecord, expected_version: int) -> TaskRecord:
+        encode_task(record.task)
+        with self._lock:
+            current = self._tasks.get(record.task.id)
+            if current is None or current.version != expected_version:
+                raise StaleTaskError(current)
+            new = dataclasses.replace(
+                current, task=record.task, version=expected_version + 1, skill=record.skill
+            )
+            self._tasks[record.task.id] = new
+        return new
+
+    def list_tasks(self, query: ListQuery) -> TaskPage:
+        with self._lock:
+            ids = list(self._by_owner.get(query.owner, ()))
+            records = [self._tasks[i] for i in ids]
+        return page_of((r for r in records if matches(r, query)), query)
+
+    def delete_tasks(self, task_ids: t.Iterable[str]) -> int:
+        deleted = 0
+        with self._lock:
+            for task_id in task_ids:
+                record = self._tasks.pop(task_id, None)
+                if record is None:
+                    continue
+                deleted += 1
+                self._by_owner.get(record.owner, set()).discard(task_id)
+                self._configs.pop(task_id, None)
+        return deleted
+
+    def trim_terminal_tasks(self, tier: Tier, keep: int) -> list[str]:
+        """Delete the tier's oldest terminal tasks past ``keep``, and the owner's orphan configs."""
+        with self._lock:
+            ids = self._by_owner.get(tier.owner, set())
+            settled = [
+                self._tasks[i]
+                for i in ids
+                if self._tasks[i].tier == tier and self._tasks[i].state.terminal
+            ]
+            settled.sort(key=_sort_key, reverse=True)
+            doomed = [r.task.id for r in settled[keep:]]
+            for task_id in doomed:
+                del self._tasks[task_id]
+                ids.discard(task_id)
+                self._configs.pop(task_id, None)
+            if doomed:
+                orphans = [
+                    task_id
+                    for task_id, configs in self._configs.items()
+                    if task_id not in self._tasks
+                    and any(owner == tier.owner for owner, _ in configs.values())
+                ]
+                for task_id in orphans:
+                    del self._configs[task_id]
+        return doomed
+
+    # -- push configs
+
+    def put_push_config(self, owner: str, config: PushConfig, keep: int) -> PushConfig:
+        with self._lock:
+            configs = self._configs.setdefault(config.task_id, {})
+            configs.pop(config.id, None)
+            configs[config.id] = (owner, config)
+            while keep > 0 and len(configs) > keep:
+                del configs[next(iter(configs))]
+        return config
+
+    def get_push_config(self, task_id: str, config_id: str) -> PushConfig | None:
+        entry = self._configs.get(task_id, {}).get(config_id)
+        return entry[1] if entry else None
+
+    def list_push_configs(self, task_id: str) -> list[PushConfig]:
+        with self._lock:
+            return [config for _, config in self._configs.get(task_id, {}).values()]
+
+    def delete_push_config(self, task_id: str, config_id: str) -> bool:
+        with self._lock:
+            return self._configs.get(task_id, {}).pop(config_id, None) is not None
+
+    # -- data export and erasure
+
+    def export_owner(self, owner: str) -> dict[str, list[dict[str, t.Any]]]:
+        with self._lock:
+            records = [self._tasks[i] for i in self._by_owner.get(owner, ())]
+            configs = [
+                c for v in self._configs.values() for o, c in v.values() if o == owner
+            ]
+        records.sort(key=_sort_key)
+        return {
+            "tasks": [record_json(r) for r in records],
+            "pushConfigs": [dump_push_config(c) for c in configs],
+        }
+
+    def erase_owner(self, owner: str) -> int:
+        with self._lock:
+            ids = self._by_owner.pop(owner, set())
+            for task_id in ids:
+                self._tasks.pop(task_id, None)
+            removed = len(ids)
+            for task_id, configs in list(self._configs.items()):
+                for config_id in [k for k, (o, _) in configs.items() if o == owner]:
+                    del configs[config_id]
+                    removed += 1
+                if not configs:
+                    del self._configs[task_id]
+        return removed

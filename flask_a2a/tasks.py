@@ -1,0 +1,413 @@
+"""TaskContext, and the one place that changes a task: save, then publish, then push.
+
+Every change of a task, whoever makes it (a run, a cancel, retention, a handed-off worker),
+goes through :meth:`TaskWriter.commit`: it encodes the event (refusing data JSON cannot hold,
+before anything is written), stores the new task naming the version it read, publishes the event
+with the version the write produced, and queues push deliveries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import threading
+import time
+import typing as t
+from datetime import UTC, datetime, timedelta
+
+from .bus import Bus, BusEvent
+from .errors import (
+    TaskCanceled,
+    TaskSettled,
+    TaskTimedOut,
+    UnencodableDataError,
+)
+from .jsonrpc import encode
+from .model import (
+    Artifact,
+    Message,
+    Part,
+    Principal,
+    StreamEvent,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+    new_id,
+    utcnow,
+)
+from .store.base import StaleTaskError, Store, TaskRecord
+from .wire import dump_event
+
+if t.TYPE_CHECKING:
+    from .router import Skill
+    from .runner import RunHandle, Timer
+
+log = logging.getLogger("flask_a2a")
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def scrub(text: object) -> str:
+    """Text safe for a log line or a status message: control bytes escaped, never raw."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def is_final(state: TaskState) -> bool:
+    """Terminal or interrupted: a run ends there, and so does a stream."""
+    return state.terminal or state.interrupted
+
+
+class TaskWriter:
+    """Stores a change, publishes it with its version, and hands it to push delivery."""
+
+    def __init__(
+        self,
+        store: Store,
+        bus: Bus,
+        *,
+        max_history: int,
+        on_final: t.Callable[[TaskRecord], None] | None = None,
+        on_event: t.Callable[[TaskRecord, BusEvent], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.bus = bus
+        self.max_history = max_history
+        self.on_final = on_final
+        self.on_event = on_event
+
+    def commit(self, record: TaskRecord, task: Task, event: StreamEvent) -> TaskRecord:
+        """Store ``task`` over ``record`` (optimistically) and publish ``event``.
+
+        Raises :class:`UnencodableDataError` before writing when the event cannot be encoded,
+        and :class:`StaleTaskError` when the row moved since ``record`` was read.
+        """
+        try:
+            result_json = encode(dump_event(event))
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise UnencodableDataError(f"task data cannot be JSON-encoded: {exc}") from None
+        if len(task.history) > self.max_history > 0:
+            task = dataclasses.replace(task, history=task.history[-self.max_history :])
+        new = self.store.update_task(dataclasses.replace(record, task=task), record.version)
+        final = is_final(task.status.state) and task.status.state is not record.state
+        bus_event = BusEvent(task.id, new.version, event, result_json, final)
+        self.bus.publish(bus_event)
+        # What follows a stored write must not undo it: push and retention are contained.
+        if self.on_event is not None:
+            try:
+                self.on_event(new, bus_event)
+            except Exception as exc:
+                log.error("a2a: push delivery panicked: %s", scrub(repr(exc)))
+        if final and self.on_final is not None:
+            try:
+                self.on_final(new)
+            except Exception as exc:
+                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+        return new
+
+    def set_status(
+        self, record: TaskRecord, state: TaskState, message: Message | None = None
+    ) -> TaskRecord:
+        """Move the task to ``state`` (with an optional agent message kept in history)."""
+        task = record.task
+        status = TaskStatus(state, utcnow(), message)
+        history = task.history + (message,) if message is not None else task.history
+        new_task = dataclasses.replace(task, status=status, history=history)
+        event = TaskStatusUpdateEvent(task.id, task.context_id, status)
+        return self.commit(record, new_task, event)
+
+    def settle(
+        self, record: TaskRecord, state: TaskState, text: str | None = None
+    ) -> TaskRecord:
+        """Move to ``state`` against the store, re-reading on conflicts; a terminal row wins.
+
+        Returns the stored record, which is terminal already if someone else settled first.
+        Raises :class:`StaleTaskError` (with ``current=None``) if the task is gone.
+        """
+        while not record.state.terminal:
+            message = (
+                Message.agent(text, context_id=record.task.context_id, task_id=record.task.id)
+                if text
+                else None
+            )
+            try:
+                return self.set_status(record, state, message)
+            except StaleTaskError as exc:
+                if exc.current is None:
+                    raise
+                record = exc.current
+        return record
+
+
+class Run:
+    """One handler run in this process: its cancel flags, deadline, timer and completion."""
+
+    def __init__(self, record: TaskRecord, timeout: float) -> None:
+        self.task_id = record.task.id
+        self.owner = record.owner
+        self.record = record
+        self.cancelled = False
+        self.timed_out = False
+        #: Set once the task reached a final state here or the run ended.
+        self.done = threading.Event()
+        #: Serializes this process's writes to the task, so bus order is version order.
+        self.lock = threading.RLock()
+        self.started = False
+        self.handed_off = False
+        self.handle: RunHandle | None = None
+        self.timer: Timer | None = None
+        self.deadline_mono = time.monotonic() + timeout if timeout > 0 else float("inf")
+        self.deadline: datetime | None = (
+            datetime.now(UTC) + timedelta(seconds=timeout) if timeout > 0 else None
+        )
+
+
+class TaskMutations:
+    """The ways to change a task, shared by a run's TaskContext and a handed-off TaskUpdater.
+
+    Subclasses say how a change is committed (:meth:`_commit`) and where the task is read.
+    """
+
+    @property
+    def id(self) -> str:
+        return self.task.id
+
+    @property
+    def context_id(self) -> str:
+        return self.task.context_id
+
+    @property
+    def task(self) -> Task:
+        raise NotImplementedError
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        """Every message exchanged on this task so far, the current one last."""
+        return self.task.history
+
+    @property
+    def state(self) -> TaskState:
+        return self.task.status.state
+
+    def _commit(self, build: t.Callable[[Task], tuple[Task, StreamEvent | None]]) -> None:
+        raise NotImplementedError
+
+    def _set_status(self, state: TaskState, message: Message | None) -> None:
+        def build(task: Task) -> tuple[Task, StreamEvent | None]:
+            status = TaskStatus(state, utcnow(), message)
+            history = task.history + (message,) if message is not None else task.history
+            new = dataclasses.replace(task, status=status, history=history)
+            return new, TaskStatusUpdateEvent(task.id, task.context_id, status)
+
+        self._commit(build)
+
+    def _agent_message(self, content: str | Message | None) -> Message | None:
+        if content is None:
+            return None
+        if isinstance(content, Message):
+            return dataclasses.replace(content, context_id=self.context_id, task_id=self.id)
+        return Message.agent(str(content), context_id=self.context_id, task_id=self.id)
+
+    def working(self, text: str | None = None) -> None:
+        """Mark the task WORKING. Idempotent: once working, nothing is written or published."""
+        if self.state is TaskState.WORKING and text is None:
+            self._commit(lambda task: (task, None))  # checks the run, writes nothing
+            return
+        self._set_status(TaskState.WORKING, self._agent_message(text))
+
+    def artifact(
+        self,
+        parts: t.Iterable[Part] | None,
+        name: str | None = None,
+        artifact_id: str | None = None,
+        append: bool = False,
+        last_chunk: bool = False,
+        *,
+        description: str | None = None,
+        metadata: dict[str, t.Any] | None = None,
+    ) -> str:
+        """Add an artifact, or with ``append=True`` add parts to one already sent.
+
+        Returns the artifact id (pass it back with ``append=True`` to stream chunks).
+        """
+        chunk = tuple(parts or ())
+        for part in chunk:
+            if not isinstance(part, Part):
+                raise TypeError(f"artifact parts must be flask_a2a.Part, not {type(part).__name__}")
+        if append and artifact_id is None:
+            raise ValueError("append=True needs the artifact_id of the artifact to extend")
+        artifact_id = artifact_id or new_id()
+
+        def build(task: Task) -> tuple[Task, StreamEvent | None]:
+            delta = Artifact(artifact_id, chunk, name, description, metadata)
+            artifacts = list(task.artifacts)
+            for i, existing in enumerate(artifacts):
+                if existing.artifact_id == artifact_id:
+                    if append:
+                        artifacts[i] = dataclasses.replace(existing, parts=existing.parts + chunk)
+                    else:
+                        artifacts[i] = delta
+                    break
+            else:
+                artifacts.append(delta)
+            new = dataclasses.replace(task, artifacts=tuple(artifacts))
+            event = TaskArtifactUpdateEvent(
+                task.id, task.context_id, delta, append=append, last_chunk=last_chunk
+            )
+            return new, event
+
+        self._commit(build)
+        return artifact_id
+
+    def complete(self, text_or_message: str | Message | None = None) -> None:
+        """Settle COMPLETED, with an optional agent message."""
+        self._set_status(TaskState.COMPLETED, self._agent_message(text_or_message))
+
+    def fail(self, text: str | Message) -> None:
+        """Settle FAILED: the work was attempted and did not succeed."""
+        self._set_status(TaskState.FAILED, self._agent_message(text))
+
+    def reject(self, text: str | Message) -> None:
+        """Settle REJECTED: the agent declines to do the work."""
+        self._set_status(TaskState.REJECTED, self._agent_message(text))
+
+    def require_input(self, text: str | Message) -> None:
+        """Pause for input; the next message carrying this task id resumes the handler."""
+        self._set_status(TaskState.INPUT_REQUIRED, self._agent_message(text))
+
+    def require_auth(self, text: str | Message) -> None:
+        """Pause for authentication; resumed like :meth:`require_input`."""
+        self._set_status(TaskState.AUTH_REQUIRED, self._agent_message(text))
+
+
+class TaskContext(TaskMutations):
+    """What a skill handler gets: the task, the caller, and the only ways to change the task.
+
+    Every mutation checks the run first: once it is canceled, past its deadline or settled,
+    mutations raise (:class:`TaskCanceled`, :class:`TaskTimedOut`, :class:`TaskSettled`) and
+    nothing is written. Returning from the handler without settling completes the task.
+    """
+
+    def __init__(
+        self,
+        writer: TaskWriter,
+        run: Run,
+        message: Message,
+        principal: Principal,
+        skill: Skill,
+    ) -> None:
+        self._writer = writer
+        self._run = run
+        #: The message that started (or resumed) this run.
+        self.message = message
+        #: Who asked.
+        self.principal = principal
+        #: The skill being run.
+        self.skill = skill
+        self._settled = False
+
+    @property
+    def task(self) -> Task:
+        """The task as last stored by this run."""
+        return self._run.record.task
+
+    @property
+    def cancelled(self) -> bool:
+        return self._run.cancelled
+
+    @property
+    def deadline(self) -> datetime | None:
+        """When this run times out (UTC); ``None`` when runs are unbounded."""
+        return self._run.deadline
+
+    @property
+    def settled(self) -> bool:
+        """The task reached a terminal or interrupted state (or was handed off) in this run."""
+        return self._settled
+
+    def check(self) -> None:
+        """Raise if this run may no longer change its task; call it in long loops."""
+        run = self._run
+        if run.cancelled:
+            raise TaskCanceled("task was canceled")
+        if run.timed_out or time.monotonic() > run.deadline_mono:
+            raise TaskTimedOut("task timed out")
+        if self._settled:
+            raise TaskSettled(f"task is already {self.state.value}")
+
+    def _commit(self, build: t.Callable[[Task], tuple[Task, StreamEvent | None]]) -> None:
+        run = self._run
+        with run.lock:
+            self.check()
+            task, event = build(run.record.task)
+            if event is None:
+                return
+            try:
+                run.record = self._writer.commit(run.record, task, event)
+            except StaleTaskError as exc:
+                # Someone else wrote the row: a cancel here or on another replica.
+                if exc.current is not None:
+                    run.record = exc.current
+                run.cancelled = True
+                raise TaskCanceled("task was canceled") from None
+            if is_final(run.record.state):
+                self._settled = True
+
+    def hand_off(self, text: str | None = None) -> None:
+        """Mark the task WORKING and hand it to work outside this run (a job queue, a thread).
+
+        The run ends without settling the task; the blocking SendMessage answers the WORKING
+        task. Code elsewhere continues it with ``A2A.task_updater(task_id)``.
+        """
+        self.working(text)
+        self._settled = True
+        self._run.handed_off = True
+
+
+class TaskUpdater(TaskMutations):
+    """Continues a handed-off task from outside its run (a thread, a job-queue worker).
+
+    Each change re-reads the task, so a cancel (here or on another replica) is seen: once the
+    task is terminal, every change raises :class:`TaskCanceled` and nothing is written.
+    """
+
+    def __init__(self, writer: TaskWriter, task_id: str) -> None:
+        self._writer = writer
+        self._task_id = task_id
+        record = writer.store.get_task(task_id)
+        if record is None:
+            raise LookupError(f"no task {task_id!r}")
+        self._record = record
+
+    @property
+    def task(self) -> Task:
+        return self._record.task
+
+    def refresh(self) -> Task:
+        """Re-read the task from the store."""
+        record = self._writer.store.get_task(self._task_id)
+        if record is None:
+            raise TaskCanceled("task is gone")
+        self._record = record
+        return record.task
+
+    @property
+    def cancelled(self) -> bool:
+        return self.refresh().status.state is TaskState.CANCELED
+
+    def _commit(self, build: t.Callable[[Task], tuple[Task, StreamEvent | None]]) -> None:
+        for _ in range(16):
+            self.refresh()
+            if self._record.state.terminal:
+                raise TaskCanceled(f"task is already {self._record.state.value}")
+            task, event = build(self._record.task)
+            if event is None:
+                return
+            try:
+                self._record = self._writer.commit(self._record, task, event)
+                return
+            except StaleTaskError:
+                continue
+        raise TaskCanceled("task kept changing under the updater")

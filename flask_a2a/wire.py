@@ -1,0 +1,543 @@
+"""ProtoJSON for A2A v1.0: marshmallow schemas that read params, and renderers that write results.
+
+Reading follows ProtoJSON readers: camelCase and the proto's snake_case names are both accepted,
+unknown fields are ignored, JSON ``null`` means unset, enums are accepted by name or number, and
+an unknown enum name is an error. Writing is the other half and is written by hand because it is
+the hot path: camelCase only, no keys outside the proto, empty lists and unset fields left out,
+timestamps as RFC 3339 UTC with milliseconds and ``Z``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import typing as t
+from datetime import UTC, datetime
+
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validate
+
+from .errors import InvalidParamsError
+from .model import (
+    ROLE_NUMBERS,
+    TASK_STATE_NUMBERS,
+    UNSET,
+    Artifact,
+    AuthenticationInfo,
+    Message,
+    Part,
+    PushConfig,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+
+# --------------------------------------------------------------------------- writing
+
+
+def format_timestamp(value: datetime) -> str:
+    """RFC 3339 in UTC with millisecond precision and ``Z``."""
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def dump_part(part: Part) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {}
+    if part.text is not None:
+        out["text"] = part.text
+    elif part.raw is not None:
+        out["raw"] = base64.b64encode(part.raw).decode("ascii")
+    elif part.url is not None:
+        out["url"] = part.url
+    else:
+        out["data"] = part.data
+    if part.metadata is not None:
+        out["metadata"] = part.metadata
+    if part.filename:
+        out["filename"] = part.filename
+    if part.media_type:
+        out["mediaType"] = part.media_type
+    return out
+
+
+def dump_message(message: Message) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {
+        "messageId": message.message_id,
+        "role": message.role.value,
+        "parts": [dump_part(p) for p in message.parts],
+    }
+    if message.context_id:
+        out["contextId"] = message.context_id
+    if message.task_id:
+        out["taskId"] = message.task_id
+    if message.metadata is not None:
+        out["metadata"] = message.metadata
+    if message.extensions:
+        out["extensions"] = list(message.extensions)
+    if message.reference_task_ids:
+        out["referenceTaskIds"] = list(message.reference_task_ids)
+    return out
+
+
+def dump_artifact(artifact: Artifact) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {"artifactId": artifact.artifact_id}
+    if artifact.name:
+        out["name"] = artifact.name
+    if artifact.description:
+        out["description"] = artifact.description
+    # Required on the wire: missing parts normalize to an empty array.
+    out["parts"] = [dump_part(p) for p in artifact.parts]
+    if artifact.metadata is not None:
+        out["metadata"] = artifact.metadata
+    if artifact.extensions:
+        out["extensions"] = list(artifact.extensions)
+    return out
+
+
+def dump_status(status: TaskStatus) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {"state": status.state.value}
+    if status.message is not None:
+        out["message"] = dump_message(status.message)
+    out["timestamp"] = format_timestamp(status.timestamp)
+    return out
+
+
+def dump_task(
+    task: Task, *, history_length: int | None = None, include_artifacts: bool = True
+) -> dict[str, t.Any]:
+    """A Task; ``history_length`` None = all, 0 = none, N = the newest N messages."""
+    out: dict[str, t.Any] = {
+        "id": task.id,
+        "contextId": task.context_id,
+        "status": dump_status(task.status),
+    }
+    if include_artifacts and task.artifacts:
+        out["artifacts"] = [dump_artifact(a) for a in task.artifacts]
+    history = task.history
+    if history_length is not None:
+        history = history[-history_length:] if history_length > 0 else ()
+    if history:
+        out["history"] = [dump_message(m) for m in history]
+    if task.metadata is not None:
+        out["metadata"] = task.metadata
+    return out
+
+
+def dump_event(event: Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> dict[
+    str, t.Any
+]:
+    """A StreamResponse: an object with exactly one of its four members."""
+    if isinstance(event, Task):
+        return {"task": dump_task(event)}
+    if isinstance(event, Message):
+        return {"message": dump_message(event)}
+    if isinstance(event, TaskStatusUpdateEvent):
+        status: dict[str, t.Any] = {
+            "taskId": event.task_id,
+            "contextId": event.context_id,
+            "status": dump_status(event.status),
+        }
+        if event.metadata is not None:
+            status["metadata"] = event.metadata
+        return {"statusUpdate": status}
+    update: dict[str, t.Any] = {
+        "taskId": event.task_id,
+        "contextId": event.context_id,
+        "artifact": dump_artifact(event.artifact),
+    }
+    if event.append:
+        update["append"] = True
+    if event.last_chunk:
+        update["lastChunk"] = True
+    if event.metadata is not None:
+        update["metadata"] = event.metadata
+    return {"artifactUpdate": update}
+
+
+def dump_push_config(config: PushConfig) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {"id": config.id, "taskId": config.task_id, "url": config.url}
+    if config.tenant:
+        out["tenant"] = config.tenant
+    if config.token:
+        out["token"] = config.token
+    if config.authentication is not None:
+        auth: dict[str, t.Any] = {"scheme": config.authentication.scheme}
+        if config.authentication.credentials:
+            auth["credentials"] = config.authentication.credentials
+        out["authentication"] = auth
+    return out
+
+
+# --------------------------------------------------------------------------- reading
+
+_TIMESTAMP = re.compile(
+    r"^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def parse_timestamp(value: str) -> datetime:
+    """RFC 3339 with any offset (normalized to UTC) and 0-9 fractional digits."""
+    match = _TIMESTAMP.match(value)
+    if match is None:
+        raise ValueError("not an RFC 3339 timestamp")
+    date, time, fraction, offset = match.groups()
+    micros = (fraction or "").ljust(6, "0")[:6]
+    offset = "+00:00" if offset in ("Z", "z") else offset
+    return datetime.fromisoformat(f"{date}T{time}.{micros}{offset}").astimezone(UTC)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+class ProtoEnum(fields.Field):  # type: ignore[type-arg]
+    """An enum read by proto name or number; an unknown name is an error."""
+
+    def __init__(self, enum: type[TaskState] | type[Role], numbers: dict[int, t.Any], **kw: t.Any):
+        super().__init__(**kw)
+        self.enum = enum
+        self.numbers = numbers
+
+    def _deserialize(self, value: t.Any, attr: str | None, data: t.Any, **kw: t.Any) -> t.Any:
+        if isinstance(value, int) and not isinstance(value, bool) and value in self.numbers:
+            return self.numbers[value]
+        if isinstance(value, str):
+            try:
+                return self.enum(value)
+            except ValueError:
+                pass
+        names = ", ".join(member.value for member in self.enum)
+        raise ValidationError(f"unknown value {value!r}; expected one of {names}")
+
+
+class Timestamp(fields.Field):  # type: ignore[type-arg]
+    def _deserialize(self, value: t.Any, attr: str | None, data: t.Any, **kw: t.Any) -> datetime:
+        if not isinstance(value, str):
+            raise ValidationError("must be an RFC 3339 timestamp string")
+        try:
+            return parse_timestamp(value)
+        except ValueError as exc:
+            raise ValidationError(
+                "must be an RFC 3339 timestamp, e.g. 2026-01-02T03:04:05Z"
+            ) from exc
+
+
+class Base64Bytes(fields.Field):  # type: ignore[type-arg]
+    """``bytes`` as base64: standard or URL-safe, padding optional."""
+
+    def _deserialize(self, value: t.Any, attr: str | None, data: t.Any, **kw: t.Any) -> bytes:
+        if not isinstance(value, str):
+            raise ValidationError("must be a base64 string")
+        text = value.replace("-", "+").replace("_", "/")
+        text += "=" * (-len(text) % 4)
+        try:
+            return base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValidationError("is not valid base64") from exc
+
+
+class Struct(fields.Dict):
+    """A ``google.protobuf.Struct``: any JSON object."""
+
+
+class ProtoSchema(Schema):
+    """Accepts camelCase and snake_case names, ignores unknown keys, treats null as unset."""
+
+    #: Fields whose JSON ``null`` is a value, not "unset".
+    keep_null: t.ClassVar[frozenset[str]] = frozenset()
+
+    class Meta:
+        unknown = EXCLUDE
+
+    @pre_load
+    def _normalize(self, data: t.Any, **kw: t.Any) -> t.Any:
+        if not isinstance(data, dict):
+            raise ValidationError("must be an object")
+        out: dict[str, t.Any] = {}
+        for key, value in data.items():
+            if value is None and key not in self.keep_null:
+                continue
+            camel = _camel(key) if "_" in key else key
+            if camel in out and camel != key:
+                continue  # the camelCase spelling wins
+            out[camel] = value
+        return out
+
+
+def _key(name: str) -> str:
+    return _camel(name)
+
+
+def _str(required: bool = False) -> fields.String:
+    if required:
+        return fields.String(required=True, validate=validate.Length(min=1))
+    return fields.String()
+
+
+class PartSchema(ProtoSchema):
+    keep_null = frozenset({"data"})
+    text = fields.String()
+    raw = Base64Bytes()
+    url = fields.String()
+    data = fields.Raw(allow_none=True)
+    metadata = Struct()
+    filename = fields.String()
+    media_type = fields.String(data_key="mediaType")
+
+    @post_load
+    def _build(self, data: dict[str, t.Any], **kw: t.Any) -> Part:
+        content = [k for k in ("text", "raw", "url", "data") if k in data]
+        if len(content) != 1:
+            raise ValidationError(
+                "a part must hold exactly one of text, raw, url or data"
+                + (f"; got {', '.join(content)}" if content else "")
+            )
+        return Part(
+            text=data.get("text"),
+            raw=data.get("raw"),
+            url=data.get("url"),
+            data=data.get("data", UNSET),
+            metadata=data.get("metadata"),
+            filename=data.get("filename") or None,
+            media_type=data.get("media_type") or None,
+        )
+
+
+class MessageSchema(ProtoSchema):
+    message_id = fields.String(data_key="messageId", required=True, validate=validate.Length(min=1))
+    context_id = fields.String(data_key="contextId")
+    task_id = fields.String(data_key="taskId")
+    role = ProtoEnum(Role, ROLE_NUMBERS, required=True)
+    parts = fields.List(
+        fields.Nested(PartSchema), required=True, validate=validate.Length(min=1)
+    )
+    metadata = Struct()
+    extensions = fields.List(fields.String())
+    reference_task_ids = fields.List(fields.String(), data_key="referenceTaskIds")
+
+    @post_load
+    def _build(self, data: dict[str, t.Any], **kw: t.Any) -> Message:
+        if data["role"] is Role.UNSPECIFIED:
+            raise ValidationError({"role": ["Missing data for required field."]})
+        return Message(
+            message_id=data["message_id"],
+            role=data["role"],
+            parts=tuple(data["parts"]),
+            context_id=data.get("context_id") or None,
+            task_id=data.get("task_id") or None,
+            metadata=data.get("metadata"),
+            extensions=tuple(data.get("extensions", ())),
+            reference_task_ids=tuple(data.get("reference_task_ids", ())),
+        )
+
+
+class AuthenticationInfoSchema(ProtoSchema):
+    scheme = fields.String(required=True, validate=validate.Length(min=1))
+    credentials = fields.String()
+
+    @post_load
+    def _build(self, data: dict[str, t.Any], **kw: t.Any) -> AuthenticationInfo:
+        return AuthenticationInfo(data["scheme"], data.get("credentials") or None)
+
+
+class PushConfigSchema(ProtoSchema):
+    """A flat TaskPushNotificationConfig; loads to a dict (the task id may still be unknown)."""
+
+    tenant = fields.String()
+    id = fields.String()
+    task_id = fields.String(data_key="taskId")
+    url = fields.String(required=True, validate=validate.Length(min=1))
+    token = fields.String()
+    authentication = fields.Nested(AuthenticationInfoSchema)
+
+
+class SendMessageConfigurationSchema(ProtoSchema):
+    accepted_output_modes = fields.List(fields.String(), data_key="acceptedOutputModes")
+    task_push_notification_config = fields.Nested(
+        PushConfigSchema, data_key="taskPushNotificationConfig"
+    )
+    history_length = fields.Integer(data_key="historyLength", validate=validate.Range(min=0))
+    return_immediately = fields.Boolean(data_key="returnImmediately")
+
+
+class SendMessageRequestSchema(ProtoSchema):
+    tenant = fields.String()
+    message = fields.Nested(MessageSchema, required=True)
+    configuration = fields.Nested(SendMessageConfigurationSchema)
+    metadata = Struct()
+
+
+class GetTaskRequestSchema(ProtoSchema):
+    tenant = fields.String()
+    id = fields.String(required=True, validate=validate.Length(min=1))
+    history_length = fields.Integer(data_key="historyLength", validate=validate.Range(min=0))
+
+
+class ListTasksRequestSchema(ProtoSchema):
+    tenant = fields.String()
+    context_id = fields.String(data_key="contextId")
+    status = ProtoEnum(TaskState, TASK_STATE_NUMBERS)
+    page_size = fields.Integer(data_key="pageSize", validate=validate.Range(min=1, max=100))
+    page_token = fields.String(data_key="pageToken")
+    history_length = fields.Integer(data_key="historyLength", validate=validate.Range(min=0))
+    status_timestamp_after = Timestamp(data_key="statusTimestampAfter")
+    include_artifacts = fields.Boolean(data_key="includeArtifacts")
+
+
+class CancelTaskRequestSchema(ProtoSchema):
+    tenant = fields.String()
+    id = fields.String(required=True, validate=validate.Length(min=1))
+    metadata = Struct()
+
+
+class SubscribeToTaskRequestSchema(ProtoSchema):
+    tenant = fields.String()
+    id = fields.String(required=True, validate=validate.Length(min=1))
+
+
+class PushConfigRefSchema(ProtoSchema):
+    """Get/DeleteTaskPushNotificationConfigRequest."""
+
+    tenant = fields.String()
+    task_id = fields.String(data_key="taskId", required=True, validate=validate.Length(min=1))
+    id = fields.String(required=True, validate=validate.Length(min=1))
+
+
+class ListPushConfigsRequestSchema(ProtoSchema):
+    tenant = fields.String()
+    task_id = fields.String(data_key="taskId", required=True, validate=validate.Length(min=1))
+    page_size = fields.Integer(data_key="pageSize", validate=validate.Range(min=0, max=100))
+    page_token = fields.String(data_key="pageToken")
+
+
+class GetExtendedAgentCardRequestSchema(ProtoSchema):
+    tenant = fields.String()
+
+
+def _violations(messages: t.Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Flatten marshmallow's nested error dict into (field path, description) pairs."""
+    if isinstance(messages, dict):
+        out: list[tuple[str, str]] = []
+        for key, value in messages.items():
+            name = _camel(str(key)) if key != "_schema" else ""
+            path = ".".join(p for p in (prefix, name) if p)
+            out.extend(_violations(value, path))
+        return out
+    if isinstance(messages, list) and all(isinstance(m, str) for m in messages):
+        return [(prefix or "params", " ".join(messages))]
+    if isinstance(messages, list):
+        return [v for item in messages for v in _violations(item, prefix)]
+    return [(prefix or "params", str(messages))]
+
+
+def load_params(schema: Schema, params: t.Any) -> t.Any:
+    """Validate ``params`` with ``schema``; failures become -32602 with field messages."""
+    try:
+        return schema.load(params)
+    except ValidationError as exc:
+        violations = _violations(exc.messages)
+        detail = "; ".join(f"{field}: {text}" for field, text in violations)
+        raise InvalidParamsError(
+            f"Invalid parameters: {detail}", field_violations=violations
+        ) from None
+
+
+# ------------------------------------------------- trusted reading (our own stored JSON)
+
+
+def part_from_wire(data: dict[str, t.Any]) -> Part:
+    raw = data.get("raw")
+    return Part(
+        text=data.get("text"),
+        raw=base64.b64decode(raw) if raw is not None else None,
+        url=data.get("url"),
+        data=data["data"] if "data" in data else UNSET,
+        metadata=data.get("metadata"),
+        filename=data.get("filename"),
+        media_type=data.get("mediaType"),
+    )
+
+
+def message_from_wire(data: dict[str, t.Any]) -> Message:
+    return Message(
+        message_id=data["messageId"],
+        role=Role(data["role"]),
+        parts=tuple(part_from_wire(p) for p in data.get("parts", ())),
+        context_id=data.get("contextId"),
+        task_id=data.get("taskId"),
+        metadata=data.get("metadata"),
+        extensions=tuple(data.get("extensions", ())),
+        reference_task_ids=tuple(data.get("referenceTaskIds", ())),
+    )
+
+
+def artifact_from_wire(data: dict[str, t.Any]) -> Artifact:
+    return Artifact(
+        artifact_id=data["artifactId"],
+        parts=tuple(part_from_wire(p) for p in data.get("parts") or ()),
+        name=data.get("name"),
+        description=data.get("description"),
+        metadata=data.get("metadata"),
+        extensions=tuple(data.get("extensions", ())),
+    )
+
+
+def status_from_wire(data: dict[str, t.Any]) -> TaskStatus:
+    message = data.get("message")
+    return TaskStatus(
+        state=TaskState(data["state"]),
+        timestamp=parse_timestamp(data["timestamp"]),
+        message=message_from_wire(message) if message else None,
+    )
+
+
+def task_from_wire(data: dict[str, t.Any]) -> Task:
+    """A Task from ProtoJSON this library wrote (stores, the client)."""
+    return Task(
+        id=data["id"],
+        context_id=data.get("contextId", ""),
+        status=status_from_wire(data["status"]),
+        artifacts=tuple(artifact_from_wire(a) for a in data.get("artifacts", ())),
+        history=tuple(message_from_wire(m) for m in data.get("history", ())),
+        metadata=data.get("metadata"),
+    )
+
+
+def event_from_wire(data: dict[str, t.Any]) -> t.Any:
+    """A StreamResponse back into its model object."""
+    if "task" in data:
+        return task_from_wire(data["task"])
+    if "message" in data:
+        return message_from_wire(data["message"])
+    if "statusUpdate" in data:
+        ev = data["statusUpdate"]
+        return TaskStatusUpdateEvent(
+            ev["taskId"], ev["contextId"], status_from_wire(ev["status"]), ev.get("metadata")
+        )
+    ev = data["artifactUpdate"]
+    return TaskArtifactUpdateEvent(
+        ev["taskId"],
+        ev["contextId"],
+        artifact_from_wire(ev["artifact"]),
+        bool(ev.get("append")),
+        bool(ev.get("lastChunk")),
+        ev.get("metadata"),
+    )
+
+
+def push_config_from_wire(data: dict[str, t.Any]) -> PushConfig:
+    auth = data.get("authentication")
+    return PushConfig(
+        id=data["id"],
+        task_id=data["taskId"],
+        url=data["url"],
+        token=data.get("token"),
+        authentication=AuthenticationInfo(auth["scheme"], auth.get("credentials"))
+        if auth
+        else None,
+        tenant=data.get("tenant"),
+    )
