@@ -13,6 +13,7 @@ Demo tokens (``Authorization: Bearer <token>``):
 
 from __future__ import annotations
 
+import os
 import time
 import typing as t
 
@@ -71,7 +72,8 @@ def greet(task: TaskContext) -> None:
     if len(task.history) < 2:
         task.require_input("What is your name?")
         return
-    task.artifact([Part(text=f"Hello, {task.message.text.strip() or 'stranger'}!")], name="greeting")
+    name = task.message.text.strip() or "stranger"
+    task.artifact([Part(text=f"Hello, {name}!")], name="greeting")
 
 
 SKILLS = [
@@ -100,14 +102,37 @@ SKILLS = [
 ]
 
 
+def extended_card(caller: Principal) -> AgentCard:
+    """The card authenticated callers get from GetExtendedAgentCard."""
+    return AgentCard(
+        name="flask_a2a example agent (extended)",
+        description=f"Demo skills for flask_a2a, as seen by {caller.owner}.",
+    )
+
+
+def signing_keys() -> list[t.Any]:
+    """``A2A_EXAMPLE_SIGNING_KEY=path/to/key.pem`` signs the card (needs the signing extra)."""
+    path = os.environ.get("A2A_EXAMPLE_SIGNING_KEY")
+    if not path:
+        return []
+    from flask_a2a.signing import SigningKey
+
+    with open(path, "rb") as pem:
+        return [SigningKey.from_pem(pem.read())]
+
+
 def create_app(config: t.Mapping[str, t.Any] | None = None) -> Flask:
     app = Flask(__name__)
+    # FLASK_A2A_PUBLIC_BASE_URL=... in the environment sets A2A_PUBLIC_BASE_URL, and so on.
+    app.config.from_prefixed_env()
     app.config.update(config or {})
     A2A(
         app,
         skills=SKILLS,
         principal=principal,
         card=AgentCard(name="flask_a2a example agent", description="Demo skills for flask_a2a."),
+        extended_card=extended_card,
+        signing_keys=signing_keys(),
     )
 
     @app.get("/")

@@ -1,6 +1,9 @@
 """Serve the Agent2Agent (A2A) v1.0 protocol from an existing Flask app."""
 
 from .card import AgentCard as AgentCard
+from .client import A2AClient as A2AClient
+from .client import A2AClientError as A2AClientError
+from .entities import Entity as Entity
 from .errors import A2AError as A2AError
 from .errors import ContentTypeNotSupportedError as ContentTypeNotSupportedError
 from .errors import ExtendedAgentCardNotConfiguredError as ExtendedAgentCardNotConfiguredError

@@ -34,6 +34,9 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_ROLE": None,
     "A2A_PUBLIC_BASE_URL": None,
     "A2A_CARD_MAX_AGE": 300,
+    "A2A_JWKS_PATH": "/.well-known/jwks.json",
+    "A2A_AUTHORIZATION_SERVERS": (),
+    "A2A_SCOPES_SUPPORTED": (),
 }
 
 SEAT_OVERFLOW_POLICIES: t.Final = ("refuse", "evict-oldest")
@@ -73,6 +76,11 @@ class Settings:
     role: str | None = None
     public_base_url: str | None = None
     card_max_age: int = 300
+    #: Where the JWKS that verifies the card's signatures is served (the JWS ``jku``).
+    jwks_path: str = "/.well-known/jwks.json"
+    #: RFC 9728: issuers of the tokens this resource accepts; non-empty = serve the metadata.
+    authorization_servers: tuple[str, ...] = ()
+    scopes_supported: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: t.Mapping[str, t.Any]) -> Settings:
@@ -80,7 +88,11 @@ class Settings:
         values = {
             key[4:].lower(): config.get(key, default) for key, default in DEFAULTS.items()
         }
-        values["allowed_origins"] = tuple(values["allowed_origins"] or ())
+        for name in ("allowed_origins", "authorization_servers", "scopes_supported"):
+            found = values[name] or ()
+            if isinstance(found, str):  # from an environment variable: comma or space separated
+                found = found.replace(",", " ").split()
+            values[name] = tuple(found)
         for name in (
             "terminal_task_retention",
             "paused_task_retention",
@@ -105,5 +117,7 @@ class Settings:
             raise ValueError("A2A_KEEPALIVE_INTERVAL must be positive")
         if self.max_body_bytes <= 0:
             raise ValueError("A2A_MAX_BODY_BYTES must be positive")
+        if not self.jwks_path.startswith("/"):
+            raise ValueError(f"A2A_JWKS_PATH must start with '/', got {self.jwks_path!r}")
         if self.role not in (None, "", "agent"):
             raise ValueError(f"A2A_ROLE must be unset or 'agent', got {self.role!r}")

@@ -13,15 +13,22 @@ import weakref
 
 from flask import Blueprint, Flask, Response, current_app, request
 
-from .card import AGENT_CARD_PATH, AgentCard, build_card, encode_card, etag_of
+from .card import AgentCard, CardPublisher, check_card_config
 from .config import DEFAULTS, Settings
+from .entities import Entity, EntityGate, EntityRegistry
 from .model import Principal
+from .push import PushSender
 from .router import Skill
 from .runner import Runner, default_runner
 from .server import Exchange, HTTPRequest
 from .store.base import Store
 from .store.memory import MemoryStore
 from .tasks import TaskUpdater
+
+if t.TYPE_CHECKING:
+    import requests
+
+    from .signing import SigningKey
 
 PrincipalHook = t.Callable[[], "Principal | str | None"]
 ExtendedCardHook = t.Callable[[Principal], t.Any]
@@ -38,11 +45,16 @@ class A2AState:
         exchange: Exchange,
         principal: PrincipalHook,
         card: AgentCard,
+        signing_keys: t.Sequence[SigningKey] = (),
     ) -> None:
         self.exchange = exchange
         self.settings = exchange.settings
         self.principal_hook = principal
         self.card = card
+        #: The entity tools (None without entities); set by ``init_app``.
+        self.entities: EntityRegistry | None = None
+        #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
+        self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
 
     def resolve_principal(self) -> Principal | None:
         """Run the host's hook in the current request; a plain string is taken as the owner."""
@@ -63,8 +75,20 @@ class A2A:
     :param store: where tasks live; the in-memory store when not given.
     :param runner: where handlers run; a gevent pool when the process is monkey-patched,
         threads otherwise.
-    :param extended_card: ``extended_card(principal) -> dict`` served by GetExtendedAgentCard.
+    :param extended_card: ``extended_card(principal) -> dict | AgentCard`` served by
+        GetExtendedAgentCard (an AgentCard is rendered as a full card, signed like the public one).
     :param card: what the public agent card says about the agent.
+    :param signing_keys: :class:`flask_a2a.signing.SigningKey` objects (the ``signing`` extra);
+        each signs the card (several = key rotation) and is published in the JWKS.
+    :param push_client: a ``requests.Session`` for push deliveries; a plain one is cloned with
+        the dial-time address guard, any other is wrapped with a resolve-then-check guard.
+    :param push_resolver: ``resolver(host) -> [address, ...]`` used by the push address checks
+        (a test seam; the system resolver when not given).
+
+    :param entities: :class:`Entity` declarations served as ``entity.<name>`` skills (off with
+        ``A2A_DISABLE_ENTITY_SKILLS``), re-entering the app with the caller's credentials.
+    :param entity_gate: ``gate(principal_or_None, entity, operation) -> bool``; a refused tool
+        fails with ``tool unavailable``, and the card lists what an anonymous caller may list.
 
     Settings are ``A2A_*`` config keys read once in :meth:`init_app` (docs/configuration.md).
     """
@@ -79,8 +103,18 @@ class A2A:
         runner: Runner | None = None,
         extended_card: ExtendedCardHook | None = None,
         card: AgentCard | None = None,
+        signing_keys: t.Sequence[SigningKey] = (),
+        push_client: requests.Session | None = None,
+        push_resolver: t.Callable[[str], t.Sequence[str]] | None = None,
+        entities: t.Iterable[Entity] = (),
+        entity_gate: EntityGate | None = None,
     ) -> None:
+        self._entities = list(entities)
+        self._entity_gate = entity_gate
+        self._push_client = push_client
+        self._push_resolver = push_resolver
         self._skills = list(skills)
+        self._signing_keys = tuple(signing_keys)
         self._principal = principal
         self._store = store
         self._runner = runner
@@ -110,17 +144,41 @@ class A2A:
                     f"A2A_PATH {settings.path!r} is already routed to {rule.endpoint!r}; "
                     "choose another A2A_PATH"
                 )
+        check_card_config(self._card, settings, self._signing_keys, app)
+        store = self._store if self._store is not None else default_store(app, settings)
+        runner = self._runner if self._runner is not None else default_runner(
+            settings.run_pool_size
+        )
+        push = PushSender(
+            store,
+            runner.spawn,
+            allow_private=settings.allow_private_push,
+            timeout=settings.push_timeout,
+            max_configs_per_task=settings.max_push_configs_per_task,
+            client=self._push_client,
+            resolver=self._push_resolver,
+        )
+        registry = EntityRegistry(self._entities, app, self._entity_gate)
+        skills = list(self._skills)
+        if not settings.disable_entity_skills:
+            with app.app_context():  # the gate may read the app's config
+                skills.extend(registry.skills())
         exchange = Exchange(
             settings,
-            self._skills,
-            self._store if self._store is not None else MemoryStore(),
-            self._runner if self._runner is not None else default_runner(settings.run_pool_size),
+            skills,
+            store,
+            runner,
             extended_card=self._extended_card,
+            push=push,
         )
-        state = A2AState(exchange, self._principal, self._card)
+        state = A2AState(exchange, self._principal, self._card, self._signing_keys)
+        if self._extended_card is not None:
+            exchange.extended_card = state.cards.extended_hook(self._extended_card)
+        state.entities = registry
         app.extensions["a2a"] = state
         self._states[app] = state
-        app.register_blueprint(_blueprint(settings))
+        app.register_blueprint(_blueprint(settings, state.cards))
+        state.cards.guard_agent_role(app)
         _register_exit(exchange)
 
     # -- reaching the state
@@ -150,6 +208,13 @@ class A2A:
         """Every skill the exchange serves (what feeds the agent card)."""
         return list(self.exchange(app).skills.values())
 
+    def tools(
+        self, app: Flask | None = None, *, principal: Principal | None = None
+    ) -> list[dict[str, t.Any]]:
+        """The entity tools ``principal`` may list (``None``: an anonymous caller)."""
+        registry = self.state(app).entities
+        return registry.listed_tools(principal) if registry is not None else []
+
     def task_updater(self, task_id: str, app: Flask | None = None) -> TaskUpdater:
         """Continue a handed-off task from outside its run (see ``TaskContext.hand_off``)."""
         return self.exchange(app).task_updater(task_id)
@@ -158,16 +223,55 @@ class A2A:
         """Refuse new runs, cut the live ones (CANCELED), and wait up to ``timeout``."""
         return self.exchange(app).shutdown(timeout)
 
+    def export_user_data(self, owner: str, app: Flask | None = None) -> dict[str, t.Any]:
+        """Every task and push config of ``owner``, as JSON-ready data (data export)."""
+        return self.exchange(app).store.export_owner(owner)
+
+    def erase_user_data(self, owner: str, app: Flask | None = None) -> int:
+        """Delete every task and push config of ``owner``; their runs here are cut.
+
+        Returns the number of rows removed.
+        """
+        exchange = self.exchange(app)
+        removed = exchange.store.erase_owner(owner)
+        for run in exchange.live_runs():
+            if run.owner == owner:
+                exchange._forget(run.task_id)
+        return removed
+
+
+def default_store(app: Flask, settings: Settings) -> Store:
+    """No ``store=``: the SQL store on ``A2A_DATABASE_URL``, else on Flask-SQLAlchemy's engine
+    when it is registered, else the in-memory store."""
+    sqlalchemy_ext = app.extensions.get("sqlalchemy")
+    if not settings.database_url and sqlalchemy_ext is None:
+        return MemoryStore()
+    from .store import SQLStore  # the lazy import names the extra when a driver is missing
+    from .store.sql import engine_from_url
+
+    if settings.database_url:
+        engine = engine_from_url(settings.database_url)
+    else:
+        with app.app_context():
+            engine = t.cast(t.Any, sqlalchemy_ext).engine
+    return SQLStore(engine, statement_timeout=settings.statement_timeout)
+
+
+#: Every exchange of this process, for the exit hooks (weak: apps may come and go in tests).
+_LIVE: weakref.WeakSet[Exchange] = weakref.WeakSet()
+
+
+def shutdown_all(timeout: float | None = None) -> None:
+    """Shut down every exchange of this process (``atexit`` and gunicorn's ``worker_exit``)."""
+    for exchange in list(_LIVE):
+        if not exchange.closing:
+            exchange.shutdown(timeout)
+
 
 def _register_exit(exchange: Exchange) -> None:
-    ref = weakref.ref(exchange)
-
-    def at_exit() -> None:
-        live = ref()
-        if live is not None and not live.closing:
-            live.shutdown()
-
-    atexit.register(at_exit)
+    if not _LIVE:
+        atexit.register(shutdown_all)
+    _LIVE.add(exchange)
 
 
 def _state() -> A2AState:
@@ -200,36 +304,12 @@ def _exchange_view() -> Response:
     )
     reply = state.exchange.handle(http)
     if reply.streaming:
-        return Response(reply.body, reply.status, reply.headers, direct_passthrough=True)
+        return Response(reply.body, reply.status, reply.headers)  # str frames, encoded per yield
     return Response(reply.body, reply.status, reply.headers)
 
 
-def _card_view() -> Response:
-    state = _state()
-    settings = state.settings
-    base = settings.public_base_url or request.host_url
-    card = build_card(
-        state.card,
-        endpoint_url=base.rstrip("/") + settings.path,
-        skills=state.exchange.skills.values(),
-        streaming=True,
-        push=state.exchange.push is not None,
-        extended=state.exchange.extended_card is not None,
-    )
-    body = encode_card(card)
-    etag = etag_of(body)
-    headers = {
-        "ETag": etag,
-        "Cache-Control": f"public, max-age={settings.card_max_age}",
-        "Access-Control-Allow-Origin": "*",
-    }
-    if request.if_none_match.contains(etag.strip('"')):
-        return Response(status=304, headers=headers)
-    return Response(body, 200, headers, mimetype="application/json")
-
-
-def _blueprint(settings: Settings) -> Blueprint:
+def _blueprint(settings: Settings, cards: CardPublisher) -> Blueprint:
     bp = Blueprint("a2a", __name__)
     bp.add_url_rule(settings.path, "exchange", _exchange_view, methods=_ALL_METHODS)
-    bp.add_url_rule(AGENT_CARD_PATH, "agent_card", _card_view, methods=["GET"])
+    cards.add_routes(bp)
     return bp

@@ -2,13 +2,16 @@
 
 Decoding is strict where leniency would be ambiguous: a key repeated anywhere in the body, a
 top-level key spelled in two cases (``method`` and ``Method``), and the non-JSON constants
-``NaN``/``Infinity`` are parse errors, never resolved last-key-wins.
+``NaN``/``Infinity`` are parse errors, never resolved last-key-wins. So are values no answer could
+carry back: a body that is not UTF-8, a number too large for a double, a lone UTF-16 surrogate.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import math
+import re
 import typing as t
 
 from .errors import A2AError, InvalidParamsError, InvalidRequestError, JSONParseError
@@ -45,13 +48,36 @@ def _constant(name: str) -> t.NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("number out of range")  # 1e400 would be Infinity in disguise
+    return value
+
+
+#: A ``\uD800``-``\uDFFF`` escape: the only way a surrogate gets into a UTF-8 body.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
 def decode_json(body: bytes) -> t.Any:
     """Parse strictly: repeated keys and NaN/Infinity raise :class:`JSONParseError`."""
     try:
-        return json.loads(body, object_pairs_hook=_pairs, parse_constant=_constant)
+        # RFC 8259: UTF-8 only (a leading BOM may be ignored); json.loads(bytes) would also
+        # take UTF-16/32 and encoded surrogates.
+        doc = json.loads(
+            body.decode("utf-8-sig"),
+            object_pairs_hook=_pairs,
+            parse_constant=_constant,
+            parse_float=_finite,
+        )
+        if _SURROGATE_ESCAPE.search(body):
+            # Paired escapes decode to one code point; a lone one cannot be UTF-8 encoded
+            # again, so it would break the answer (the id is echoed) and every stored copy.
+            json.dumps(doc, ensure_ascii=False).encode("utf-8")
+        return doc
     except _DuplicateKey:
         raise JSONParseError("Invalid JSON payload: a key is repeated") from None
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # UnicodeError is a ValueError
         raise JSONParseError() from None
 
 
@@ -90,7 +116,11 @@ def decode_request(body: bytes) -> Request:
         params = {}
     if not isinstance(params, dict):
         raise RequestError(
-            rid, InvalidParamsError('Invalid parameters: "params" must be an object')
+            rid,
+            InvalidParamsError(
+                'Invalid parameters: "params" must be an object',
+                field_violations=[("params", "must be an object (named parameters)")],
+            ),
         )
     return Request(rid, method, params)
 

@@ -9,6 +9,7 @@ where clients find the skills they can call.
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing as t
 
 from .model import Message
@@ -57,12 +58,15 @@ class Route(t.NamedTuple):
 
 
 def named_skill(message: Message) -> str | None:
-    """The skill a message names, by the router's order; None when it names none."""
+    """The skill a message names, by the router's order; None when it names none.
+
+    A JSON ``null`` names nothing (ProtoJSON's unset), so the next place is read.
+    """
     metadata = message.metadata or {}
-    if "skill" in metadata:
+    if metadata.get("skill") is not None:
         return str(metadata["skill"])
     for part in message.parts:
-        if isinstance(part.data, dict) and "skill" in part.data:
+        if isinstance(part.data, dict) and part.data.get("skill") is not None:
             return str(part.data["skill"])
     return None
 
@@ -72,7 +76,10 @@ def route(message: Message, skills: t.Mapping[str, Skill]) -> Route:
     if asked is not None:
         skill = skills.get(asked)
         if skill is None:
-            return Route(None, f'unknown skill "{asked}"')
+            # Quoted and bounded: the name is the caller's text, echoed into a stored task.
+            shown = json.dumps(asked if len(asked) <= 100 else asked[:100] + "…",
+                               ensure_ascii=False)
+            return Route(None, f"unknown skill {shown}")
         return Route(skill, "")
     if len(skills) == 1:
         return Route(next(iter(skills.values())), "")

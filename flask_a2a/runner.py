@@ -150,9 +150,12 @@ class GeventRunner:
         return _GreenletHandle(self._pool.spawn(fn))
 
     def call_later(self, delay: float, fn: t.Callable[[], None]) -> Timer:
+        """A loop timer that spawns ``fn`` only when it fires (most are canceled first)."""
         import gevent
 
-        return _GreenletHandle(gevent.spawn_later(delay, fn))
+        timer = gevent.get_hub().loop.timer(delay)
+        timer.start(gevent.spawn, fn)
+        return _LoopTimer(timer)
 
     def spawn(self, fn: t.Callable[[], None]) -> None:
         import gevent
@@ -169,6 +172,14 @@ class _GreenletHandle:
 
     def cancel(self) -> None:
         self._greenlet.kill(block=False)
+
+
+class _LoopTimer:
+    def __init__(self, timer: t.Any) -> None:
+        self._timer = timer
+
+    def cancel(self) -> None:
+        self._timer.close()
 
 
 def gevent_patched() -> bool:

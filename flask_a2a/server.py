@@ -54,13 +54,22 @@ from .model import (
     new_id,
     utcnow,
 )
+from .replicas import ReplicaWatch, is_shared
 from .router import Skill, route
 from .runner import Runner, RunSlots
 from .sse import HEADERS as SSE_HEADERS
 from .sse import Seats, relay
 from .store.base import ListQuery, StaleTaskError, Store, TaskRecord
 from .store.memory import matches, page_of
-from .tasks import Run, TaskContext, TaskUpdater, TaskWriter, is_final, scrub
+from .tasks import (
+    Run,
+    TaskContext,
+    TaskUpdater,
+    TaskWriter,
+    credential_headers,
+    is_final,
+    scrub,
+)
 
 log = logging.getLogger("flask_a2a")
 
@@ -73,12 +82,18 @@ _VERSION = re.compile(r"^1(\.\d+){0,2}$")
 SKILL_METADATA_KEY: t.Final = "flask_a2a.skill"
 
 
+class HeaderLookup(t.Protocol):
+    """Case-insensitive header access (werkzeug's ``Headers``, or any mapping-like object)."""
+
+    def get(self, key: str) -> t.Any: ...
+
+
 @dataclasses.dataclass
 class HTTPRequest:
     """What the exchange needs of an HTTP request (the web framework fills it in)."""
 
     method: str
-    headers: t.Mapping[str, str]
+    headers: HeaderLookup
     #: The request's own authority (``Host``), to compare a browser ``Origin`` against.
     host: str
     content_length: int | None
@@ -124,7 +139,7 @@ def _untoken(token: str) -> tuple[datetime, str]:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         stamp, task_id = json.loads(raw)
         return wire.parse_timestamp(stamp), str(task_id)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         raise InvalidParamsError(
             "Invalid parameters: pageToken: not a token this server issued",
             field_violations=[("pageToken", "not a token this server issued")],
@@ -170,6 +185,8 @@ class Exchange:
         self.closing = False
         self._runs: dict[str, Run] = {}
         self._runs_lock = threading.Lock()
+        #: Polls a store shared with other replicas for what they wrote to our runs.
+        self.replicas = ReplicaWatch(self) if is_shared(store) else None
         self.methods: dict[str, Method] = {
             "SendMessage": self.send_message,
             "SendStreamingMessage": self.send_streaming_message,
@@ -190,6 +207,8 @@ class Exchange:
         """Run one request through the pipeline, in the order design.md §4 gives."""
         request_id: jsonrpc.RequestId | jsonrpc._NoId = jsonrpc.NO_ID
         try:
+            if http.method == "OPTIONS" and http.headers.get("Origin") is not None:
+                return self._preflight(http)
             if http.method != "POST":
                 raise MethodNotAllowedError()
             self._check_origin(http)
@@ -209,14 +228,40 @@ class Exchange:
             if method is None:
                 raise MethodNotFoundError(f"Method not found: {scrub(request.method)[:100]}")
             result = method(Call(request.id, request.params, principal, http))
-            if isinstance(result, Reply):
-                return result
-            return Reply(200, list(JSON_HEADERS), jsonrpc.success(request.id, result))
+            reply = result if isinstance(result, Reply) else Reply(
+                200, list(JSON_HEADERS), jsonrpc.success(request.id, result)
+            )
         except A2AError as exc:
-            return self.error_reply(request_id, exc)
-        except Exception:
+            reply = self.error_reply(request_id, exc)
+        except Exception as exc:
+            if hasattr(exc, "get_response"):
+                raise  # already an HTTP answer (werkzeug's abort(), a client that left)
             log.exception("a2a: request failed")
-            return self.error_reply(request_id, InternalError())
+            reply = self.error_reply(request_id, InternalError())
+        origin = http.headers.get("Origin")
+        if origin is not None and reply.status != 403:
+            reply.headers.append(("Access-Control-Allow-Origin", origin))
+            reply.headers.append(("Vary", "Origin"))
+        return reply
+
+    def _preflight(self, http: HTTPRequest) -> Reply:
+        """A browser's CORS preflight from an origin the gate lets through."""
+        try:
+            self._check_origin(http)
+        except ForbiddenOriginError as exc:
+            return self.error_reply(jsonrpc.NO_ID, exc)
+        return Reply(
+            204,
+            [
+                ("Access-Control-Allow-Origin", str(http.headers.get("Origin"))),
+                ("Access-Control-Allow-Methods", "POST"),
+                ("Access-Control-Allow-Headers",
+                 "Authorization, Content-Type, A2A-Version, A2A-Extensions, X-API-Key"),
+                ("Access-Control-Max-Age", "600"),
+                ("Vary", "Origin"),
+            ],
+            "",
+        )
 
     def error_reply(
         self, request_id: jsonrpc.RequestId | jsonrpc._NoId, error: A2AError
@@ -232,16 +277,21 @@ class Exchange:
         origin = http.headers.get("Origin")
         if origin is None:
             return  # curl and native A2A clients send none
-        if origin in self.settings.allowed_origins or "*" in self.settings.allowed_origins:
+        allowed = self.settings.allowed_origins
+        if "*" in allowed or origin.rstrip("/").lower() in (a.rstrip("/").lower() for a in allowed):
             return
         parts = urlsplit(origin)
+        try:
+            port = parts.port
+        except ValueError:  # "http://host:abc" names no authority at all
+            raise ForbiddenOriginError() from None
         if parts.scheme in ("http", "https") and parts.hostname:
             default = 443 if parts.scheme == "https" else 80
-            authority = f"{parts.hostname}:{parts.port or default}".lower()
+            authority = f"{parts.hostname}:{port or default}".lower()
             host = http.host.lower()
             if ":" not in host.rsplit("]", 1)[-1]:
                 host = f"{host}:{default}"
-            if authority == host or f"[{parts.hostname}]:{parts.port or default}" == host:
+            if authority == host or f"[{parts.hostname}]:{port or default}" == host:
                 return
         raise ForbiddenOriginError()
 
@@ -249,13 +299,20 @@ class Exchange:
         cap = self.settings.max_body_bytes
         if http.content_length is not None and http.content_length > cap:
             raise PayloadTooLargeError()
-        body = http.read_body(cap + 1)
+        # A WSGI read may return less than asked (a body arriving in pieces): read to EOF,
+        # never past one byte over the cap.
+        body = bytearray()
+        while len(body) <= cap:
+            chunk = http.read_body(cap + 1 - len(body))
+            if not chunk:
+                break
+            body += chunk
         if len(body) > cap:
             raise PayloadTooLargeError()
-        return body
+        return bytes(body)
 
     def _check_content_type(self, http: HTTPRequest) -> None:
-        mimetype = http.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        mimetype = (http.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
         if mimetype not in CONTENT_TYPES:
             raise ContentTypeNotSupportedError(
                 "Incompatible content types: send application/json"
@@ -279,12 +336,12 @@ class Exchange:
         return record
 
     def get_task(self, call: Call) -> t.Any:
-        params = wire.load_params(wire.GetTaskRequestSchema(), call.params)
+        params = wire.load_params(wire.schema(wire.GetTaskRequestSchema), call.params)
         record = self.visible_record(params["id"], call.principal)
         return wire.dump_task(record.task, history_length=params.get("history_length"))
 
     def list_tasks(self, call: Call) -> t.Any:
-        params = wire.load_params(wire.ListTasksRequestSchema(), call.params)
+        params = wire.load_params(wire.schema(wire.ListTasksRequestSchema), call.params)
         principal = call.principal
         status = params.get("status")
         query = ListQuery(
@@ -339,7 +396,7 @@ class Exchange:
     # ------------------------------------------------------------------ sending
 
     def _message_params(self, call: Call) -> tuple[Message, dict[str, t.Any]]:
-        params = wire.load_params(wire.SendMessageRequestSchema(), call.params)
+        params = wire.load_params(wire.schema(wire.SendMessageRequestSchema), call.params)
         if self.closing:
             raise UnsupportedOperationError("server is shutting down; no new runs are accepted")
         return params["message"], params.get("configuration") or {}
@@ -369,15 +426,17 @@ class Exchange:
         config: dict[str, t.Any],
         *,
         subscribe: bool = False,
+        credentials: t.Mapping[str, str] | None = None,
     ) -> Started:
         """Create (or resume) the task and start its run.
 
         Every refusal happens before anything is written. With ``subscribe`` the bus
         subscription is taken before the run starts, so a stream misses no event.
+        ``credentials`` (the caller's credential headers) go to the run, never to the store.
         """
         self._check_push_config(config)
         if message.task_id:
-            return self._resume(message, principal, config, subscribe)
+            return self._resume(message, principal, config, subscribe, credentials)
         routed = route(message, self.skills)
         task_id, context_id = new_id(), message.context_id or new_id()
         message = dataclasses.replace(message, task_id=task_id, context_id=context_id)
@@ -410,8 +469,14 @@ class Exchange:
         except BaseException:
             self._unclaim(principal.owner)
             raise
-        self._register_inline_push(record, config)
-        return self._launch(record, message, principal, skill, subscribe)
+        try:
+            self._register_inline_push(record, config)
+        except BaseException:
+            # Nothing half-made survives a refusal: no run slot, no task row.
+            self._unclaim(principal.owner)
+            self.store.delete_tasks([task_id])
+            raise
+        return self._launch(record, message, principal, skill, subscribe, credentials)
 
     def _claim(self, owner: str) -> None:
         """Take an owner slot and a pool slot, or refuse with -32004 (nothing written)."""
@@ -426,7 +491,12 @@ class Exchange:
         self.slots.release(owner)
 
     def _resume(
-        self, message: Message, principal: Principal, config: dict[str, t.Any], subscribe: bool
+        self,
+        message: Message,
+        principal: Principal,
+        config: dict[str, t.Any],
+        subscribe: bool,
+        credentials: t.Mapping[str, str] | None = None,
     ) -> Started:
         assert message.task_id is not None
         record = self.visible_record(message.task_id, principal)
@@ -467,7 +537,7 @@ class Exchange:
             self._unclaim(principal.owner)
             raise
         self._register_inline_push(record, config)
-        return self._launch(record, message, principal, skill, subscribe)
+        return self._launch(record, message, principal, skill, subscribe, credentials)
 
     def _launch(
         self,
@@ -476,11 +546,14 @@ class Exchange:
         principal: Principal,
         skill: Skill,
         subscribe: bool,
+        credentials: t.Mapping[str, str] | None = None,
     ) -> Started:
         run = Run(record, self.settings.task_timeout)
-        context = TaskContext(self.writer, run, message, principal, skill)
+        context = TaskContext(self.writer, run, message, principal, skill, credentials)
         with self._runs_lock:
             self._runs[run.task_id] = run
+        if self.replicas is not None:
+            self.replicas.watch()
         if self.settings.task_timeout > 0:
             run.timer = self.runner.call_later(
                 self.settings.task_timeout, lambda: self._on_deadline(run)
@@ -492,14 +565,18 @@ class Exchange:
     def _execute(self, run: Run, context: TaskContext, skill: Skill) -> None:
         """The body of one run: the handler, then settling what it left open."""
         try:
-            if run.cancelled:
-                return  # canceled before it started: the handler never runs
-            run.started = True
+            with run.lock:  # a cancel either lands before this or sees the run started
+                if run.cancelled:
+                    return  # canceled before it started: the handler never runs
+                run.started = True
             failure: str | None = None
             try:
                 skill.handler(context)
+            except TaskTimedOut:
+                self._expire(run)  # its own clock ran out before the timer fired
+                return
             except TaskInterrupted:
-                return  # canceled or timed out: whoever cut the run settled the task
+                return  # canceled: whoever cut the run settled the task
             except UnencodableDataError as exc:
                 failure = f"skill produced data that cannot be sent: {exc}"
             except Exception as exc:
@@ -512,6 +589,8 @@ class Exchange:
                     context.complete()
                 else:
                     context.fail(scrub(failure))
+            except TaskTimedOut:
+                self._expire(run)  # a late finish must not leave the task open
             except TaskInterrupted:
                 pass
             except Exception as exc:
@@ -529,26 +608,41 @@ class Exchange:
                     del self._runs[run.task_id]
             self.slots.release(run.owner)
             run.done.set()
+            if self.replicas is not None:
+                self.replicas.finished(run)
+
+    def live_runs(self) -> list[Run]:
+        """The runs in flight in this process."""
+        with self._runs_lock:
+            return list(self._runs.values())
 
     def _on_deadline(self, run: Run) -> None:
         """The run went past A2A_TASK_TIMEOUT: settle FAILED, then cut it."""
-        if run.done.is_set():
+        if run.done.is_set() or not self._expire(run):
             return
-        with run.lock:
-            run.timed_out = True
-            try:
-                run.record = self.writer.settle(
-                    run.record, TaskState.FAILED, "task timed out"
-                )
-            except Exception as exc:
-                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
         if run.handle is not None:
             run.handle.kill(TaskTimedOut)
         run.done.set()
 
+    def _expire(self, run: Run) -> bool:
+        """Settle FAILED "task timed out" once; False when the run had settled its task itself."""
+        with run.lock:
+            run.timed_out = True
+            if run.handed_off or is_final(run.record.state):
+                return False
+            try:
+                run.record = self.writer.settle(run.record, TaskState.FAILED, "task timed out")
+            except StaleTaskError:
+                pass  # the task is gone (retention, erasure): nothing left to settle
+            except Exception as exc:
+                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+        return True
+
     def send_message(self, call: Call) -> t.Any:
         message, config = self._message_params(call)
-        record, run, _ = self.start(message, call.principal, config)
+        record, run, _ = self.start(
+            message, call.principal, config, credentials=credential_headers(call.http.headers)
+        )
         history_length = config.get("history_length")
         if run is not None and not config.get("return_immediately"):
             run.done.wait()
@@ -593,6 +687,7 @@ class Exchange:
             wrap=wrap,
             still_allowed=still_allowed,
             poll=self._poller(record.task.id),
+            poll_interval=self.settings.replica_poll_interval if self.replicas else None,
         )
         return Reply(200, list(SSE_HEADERS), body)
 
@@ -602,7 +697,11 @@ class Exchange:
         def poll(version: int) -> tuple[str, int, bool] | None:
             if task_id in self._runs:
                 return None
-            record = self.store.get_task(task_id)
+            try:
+                record = self.store.get_task(task_id)
+            except Exception as exc:  # a stream outlives a store hiccup; the next poll retries
+                log.warning("a2a: stream poll failed: %s", scrub(repr(exc)))
+                return None
             if record is None or record.version <= version:
                 return None
             return (
@@ -617,14 +716,17 @@ class Exchange:
         message, config = self._message_params(call)
         seat = self.seats.take(call.principal.owner)
         try:
-            record, _, subscription = self.start(message, call.principal, config, subscribe=True)
+            record, _, subscription = self.start(
+                message, call.principal, config, subscribe=True,
+                credentials=credential_headers(call.http.headers),
+            )
         except BaseException:
             seat.release()
             raise
         return self._stream_reply(call, record, subscription, seat)
 
     def subscribe_to_task(self, call: Call) -> Reply:
-        params = wire.load_params(wire.SubscribeToTaskRequestSchema(), call.params)
+        params = wire.load_params(wire.schema(wire.SubscribeToTaskRequestSchema), call.params)
         record = self.visible_record(params["id"], call.principal)
         if record.state.terminal:
             raise UnsupportedOperationError(
@@ -644,7 +746,7 @@ class Exchange:
     # ------------------------------------------------------------------ cancel
 
     def cancel_task(self, call: Call) -> t.Any:
-        params = wire.load_params(wire.CancelTaskRequestSchema(), call.params)
+        params = wire.load_params(wire.schema(wire.CancelTaskRequestSchema), call.params)
         record = self.visible_record(params["id"], call.principal)
         return wire.dump_task(self.cancel(record).task)
 
@@ -741,18 +843,19 @@ class Exchange:
 
     def create_push_config(self, call: Call) -> t.Any:
         push = self._push()
-        params = wire.load_params(wire.PushConfigSchema(), call.params)
+        params = wire.load_params(wire.schema(wire.PushConfigSchema), call.params)
         if not params.get("task_id"):
             raise InvalidParamsError(
                 "Invalid parameters: taskId: Missing data for required field.",
                 field_violations=[("taskId", "Missing data for required field.")],
             )
         record = self.visible_record(params["task_id"], call.principal)
+        push.check_url(params["url"])
         return wire.dump_push_config(push.register(record, params))
 
     def get_push_config(self, call: Call) -> t.Any:
         self._push()
-        params = wire.load_params(wire.PushConfigRefSchema(), call.params)
+        params = wire.load_params(wire.schema(wire.PushConfigRefSchema), call.params)
         record = self.visible_record(params["task_id"], call.principal)
         config = self.store.get_push_config(record.task.id, params["id"])
         if config is None:
@@ -761,7 +864,7 @@ class Exchange:
 
     def list_push_configs(self, call: Call) -> t.Any:
         self._push()
-        params = wire.load_params(wire.ListPushConfigsRequestSchema(), call.params)
+        params = wire.load_params(wire.schema(wire.ListPushConfigsRequestSchema), call.params)
         record = self.visible_record(params["task_id"], call.principal)
         configs = self.store.list_push_configs(record.task.id)
         size = params.get("page_size") or 100
@@ -769,6 +872,8 @@ class Exchange:
         if params.get("page_token"):
             try:
                 start = int(params["page_token"])
+                if start < 0:
+                    raise ValueError(start)
             except ValueError:
                 raise InvalidParamsError("Invalid parameters: pageToken is not valid") from None
         page = configs[start : start + size]
@@ -779,7 +884,7 @@ class Exchange:
 
     def delete_push_config(self, call: Call) -> None:
         self._push()
-        params = wire.load_params(wire.PushConfigRefSchema(), call.params)
+        params = wire.load_params(wire.schema(wire.PushConfigRefSchema), call.params)
         record = self.visible_record(params["task_id"], call.principal)
         if not self.store.delete_push_config(record.task.id, params["id"]):
             raise TaskNotFoundError("Push notification config not found")
@@ -788,7 +893,7 @@ class Exchange:
     # ------------------------------------------------------------------ the extended card
 
     def get_extended_card(self, call: Call) -> t.Any:
-        wire.load_params(wire.GetExtendedAgentCardRequestSchema(), call.params)
+        wire.load_params(wire.schema(wire.GetExtendedAgentCardRequestSchema), call.params)
         if self.extended_card is None:
             raise ExtendedAgentCardNotConfiguredError()
         return self.extended_card(call.principal)
@@ -816,6 +921,8 @@ class Exchange:
                 pass
             except Exception as exc:
                 log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+        if runs:
+            log.warning("a2a: shutdown canceled %d live run(s)", len(runs))
         return all(run.done.wait(max(0.0, deadline - time.monotonic())) for run in runs)
 
 

@@ -8,6 +8,7 @@ their oldest stream is closed and the new one seated.
 from __future__ import annotations
 
 import threading
+import time
 import typing as t
 
 from .bus import Subscription
@@ -96,6 +97,7 @@ def relay(
     wrap: t.Callable[[str], str],
     still_allowed: t.Callable[[], bool] | None = None,
     poll: t.Callable[[int], tuple[str, int, bool] | None] | None = None,
+    poll_interval: float | None = None,
 ) -> t.Iterator[str]:
     """Yield the snapshot, then every newer event, until a final one; keep-alive when idle.
 
@@ -103,6 +105,8 @@ def relay(
     :param still_allowed: re-resolves the caller at each keep-alive; False ends the stream.
     :param poll: reads the store for a newer version than the one given (replicas, or a run
         that ended without settling); returns (result JSON, version, final) or None.
+    :param poll_interval: poll this often when idle (a store shared by replicas); by default
+        the store is polled only at keep-alives.
     """
     seat.subscription = subscription
     try:
@@ -112,12 +116,15 @@ def relay(
         if first_final:
             return
         version = first_version
+        wait = keepalive if poll_interval is None else min(keepalive, poll_interval)
+        beat_at = time.monotonic() + keepalive
         while True:
-            event = subscription.get(keepalive)
+            event = subscription.get(wait)
             if event is None:
                 if subscription.closed:
                     return
-                if still_allowed is not None and not still_allowed():
+                beat = poll_interval is None or time.monotonic() >= beat_at
+                if beat and still_allowed is not None and not still_allowed():
                     return
                 if poll is not None:
                     polled = poll(version)
@@ -126,8 +133,11 @@ def relay(
                         yield frame(wrap(result_json))
                         if final:
                             return
+                        beat_at = time.monotonic() + keepalive
                         continue
-                yield KEEPALIVE
+                if beat:
+                    yield KEEPALIVE
+                    beat_at = time.monotonic() + keepalive
                 continue
             if event.gone:
                 return

@@ -44,6 +44,7 @@ from .wire import dump_event
 if t.TYPE_CHECKING:
     from .router import Skill
     from .runner import RunHandle, Timer
+    from .server import HeaderLookup
 
 log = logging.getLogger("flask_a2a")
 
@@ -53,6 +54,16 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 def scrub(text: object) -> str:
     """Text safe for a log line or a status message: control bytes escaped, never raw."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+#: The caller's headers a run may re-enter the app with (entity skills), and nothing else.
+CREDENTIAL_HEADERS: t.Final = ("Cookie", "Authorization", "X-API-Key")
+
+
+def credential_headers(headers: HeaderLookup) -> dict[str, str]:
+    """The caller's credential headers, by their canonical names (werkzeug matches any case)."""
+    found = {name: headers.get(name) for name in CREDENTIAL_HEADERS}
+    return {name: str(value) for name, value in found.items() if value is not None}
 
 
 def is_final(state: TaskState) -> bool:
@@ -297,9 +308,13 @@ class TaskContext(TaskMutations):
         message: Message,
         principal: Principal,
         skill: Skill,
+        credentials: t.Mapping[str, str] | None = None,
     ) -> None:
         self._writer = writer
         self._run = run
+        #: The caller's credential headers (``CREDENTIAL_HEADERS``) from the request that
+        #: started or resumed this run, for re-entering the app as the caller; never stored.
+        self.credentials: t.Mapping[str, str] = dict(credentials or {})
         #: The message that started (or resumed) this run.
         self.message = message
         #: Who asked.

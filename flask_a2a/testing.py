@@ -76,7 +76,11 @@ class A2ATestClient:
         return out
 
     def post(
-        self, body: str | bytes, *, token: str | None = None, headers: t.Mapping[str, str] | None = None
+        self,
+        body: str | bytes,
+        *,
+        token: str | None = None,
+        headers: t.Mapping[str, str] | None = None,
     ) -> TestResponse:
         return self.client.post(self.path, data=body, headers=self.headers(token, headers))
 

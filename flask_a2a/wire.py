@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import typing as t
 from datetime import UTC, datetime
@@ -211,7 +212,7 @@ class ProtoEnum(fields.Field):  # type: ignore[type-arg]
             except ValueError:
                 pass
         names = ", ".join(member.value for member in self.enum)
-        raise ValidationError(f"unknown value {value!r}; expected one of {names}")
+        raise ValidationError(f"unknown value {repr(value)[:40]}; expected one of {names}")
 
 
 class Timestamp(fields.Field):  # type: ignore[type-arg]
@@ -224,6 +225,32 @@ class Timestamp(fields.Field):  # type: ignore[type-arg]
             raise ValidationError(
                 "must be an RFC 3339 timestamp, e.g. 2026-01-02T03:04:05Z"
             ) from exc
+
+
+_INT_TEXT = re.compile(r"^-?\d+$")
+
+
+class ProtoInt(fields.Integer):
+    """An int32 as ProtoJSON reads it: a number or a numeric string, never a bool or 1.5."""
+
+    def _validated(self, value: t.Any) -> int:
+        if (isinstance(value, float) and not value.is_integer()) or (
+            isinstance(value, str) and not _INT_TEXT.match(value)
+        ):
+            raise self.make_error("invalid", input=value)
+        number = super()._validated(value)
+        if not -(2**31) <= number < 2**31:
+            raise ValidationError("must fit in a 32-bit integer")
+        return number
+
+
+class ProtoBool(fields.Boolean):
+    """A bool as ProtoJSON reads it: ``true`` or ``false``, not ``"yes"`` or ``1``."""
+
+    def _deserialize(self, value: t.Any, attr: str | None, data: t.Any, **kw: t.Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
 
 
 class Base64Bytes(fields.Field):  # type: ignore[type-arg]
@@ -360,8 +387,8 @@ class SendMessageConfigurationSchema(ProtoSchema):
     task_push_notification_config = fields.Nested(
         PushConfigSchema, data_key="taskPushNotificationConfig"
     )
-    history_length = fields.Integer(data_key="historyLength", validate=validate.Range(min=0))
-    return_immediately = fields.Boolean(data_key="returnImmediately")
+    history_length = ProtoInt(data_key="historyLength", validate=validate.Range(min=0))
+    return_immediately = ProtoBool(data_key="returnImmediately")
 
 
 class SendMessageRequestSchema(ProtoSchema):
@@ -374,18 +401,18 @@ class SendMessageRequestSchema(ProtoSchema):
 class GetTaskRequestSchema(ProtoSchema):
     tenant = fields.String()
     id = fields.String(required=True, validate=validate.Length(min=1))
-    history_length = fields.Integer(data_key="historyLength", validate=validate.Range(min=0))
+    history_length = ProtoInt(data_key="historyLength", validate=validate.Range(min=0))
 
 
 class ListTasksRequestSchema(ProtoSchema):
     tenant = fields.String()
     context_id = fields.String(data_key="contextId")
     status = ProtoEnum(TaskState, TASK_STATE_NUMBERS)
-    page_size = fields.Integer(data_key="pageSize", validate=validate.Range(min=1, max=100))
+    page_size = ProtoInt(data_key="pageSize", validate=validate.Range(min=1, max=100))
     page_token = fields.String(data_key="pageToken")
-    history_length = fields.Integer(data_key="historyLength", validate=validate.Range(min=0))
+    history_length = ProtoInt(data_key="historyLength", validate=validate.Range(min=0))
     status_timestamp_after = Timestamp(data_key="statusTimestampAfter")
-    include_artifacts = fields.Boolean(data_key="includeArtifacts")
+    include_artifacts = ProtoBool(data_key="includeArtifacts")
 
 
 class CancelTaskRequestSchema(ProtoSchema):
@@ -410,7 +437,7 @@ class PushConfigRefSchema(ProtoSchema):
 class ListPushConfigsRequestSchema(ProtoSchema):
     tenant = fields.String()
     task_id = fields.String(data_key="taskId", required=True, validate=validate.Length(min=1))
-    page_size = fields.Integer(data_key="pageSize", validate=validate.Range(min=0, max=100))
+    page_size = ProtoInt(data_key="pageSize", validate=validate.Range(min=0, max=100))
     page_token = fields.String(data_key="pageToken")
 
 
@@ -423,8 +450,11 @@ def _violations(messages: t.Any, prefix: str = "") -> list[tuple[str, str]]:
     if isinstance(messages, dict):
         out: list[tuple[str, str]] = []
         for key, value in messages.items():
-            name = _camel(str(key)) if key != "_schema" else ""
-            path = ".".join(p for p in (prefix, name) if p)
+            if isinstance(key, int):  # a list item: AIP-193 paths say parts[0].text
+                path = f"{prefix}[{key}]"
+            else:
+                name = _camel(str(key)) if key != "_schema" else ""
+                path = ".".join(p for p in (prefix, name) if p)
             out.extend(_violations(value, path))
         return out
     if isinstance(messages, list) and all(isinstance(m, str) for m in messages):
@@ -432,6 +462,18 @@ def _violations(messages: t.Any, prefix: str = "") -> list[tuple[str, str]]:
     if isinstance(messages, list):
         return [v for item in messages for v in _violations(item, prefix)]
     return [(prefix or "params", str(messages))]
+
+
+_S = t.TypeVar("_S", bound=Schema)
+
+
+@functools.cache
+def schema(cls: type[_S]) -> _S:
+    """One shared instance per schema class: building one deep-copies every field, per call.
+
+    Loading keeps no state on the instance, so threads and greenlets may share it.
+    """
+    return cls()
 
 
 def load_params(schema: Schema, params: t.Any) -> t.Any:

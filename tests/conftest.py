@@ -1,28 +1,21 @@
 """Shared fixtures: a fresh app per test, demo principals, runners and stores.
 
-Set ``A2A_TEST_GEVENT=1`` to run the suite in a gevent-patched process (the ``runner`` fixture's
-gevent case runs only there; ``test_gevent_session.py`` does that from the default run).
+The ``runner_kind`` fixture runs each case once per runner: threads in this (unpatched)
+process, gevent in a gevent-patched pytest session that ``test_gevent_session.py`` starts.
 """
 
 from __future__ import annotations
 
-import os
+import threading
+import typing as t
 
-if os.environ.get("A2A_TEST_GEVENT"):
-    from gevent import monkey
+import pytest
+from flask import Flask, request
 
-    monkey.patch_all()
-
-import threading  # noqa: E402
-import typing as t  # noqa: E402
-
-import pytest  # noqa: E402
-from flask import Flask, request  # noqa: E402
-
-from flask_a2a import A2A, Part, Principal, Skill, TaskContext  # noqa: E402
-from flask_a2a.runner import GeventRunner, ThreadRunner, gevent_patched  # noqa: E402
-from flask_a2a.store import MemoryStore  # noqa: E402
-from flask_a2a.testing import A2ATestClient  # noqa: E402
+from flask_a2a import A2A, Part, Principal, Skill, TaskContext
+from flask_a2a.runner import GeventRunner, ThreadRunner, gevent_patched
+from flask_a2a.store import MemoryStore
+from flask_a2a.testing import A2ATestClient
 
 #: token -> principal, shared by every test app.
 TOKENS: dict[str, Principal] = {
@@ -124,3 +117,73 @@ def app(make_app: t.Callable[..., Flask]) -> Flask:
 @pytest.fixture
 def client(app: Flask) -> A2ATestClient:
     return A2ATestClient(app, token="alice")
+
+
+# ---------------------------------------------------------------- store backends (SQL suite)
+
+PG_DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def pg_url() -> str:
+    """PostgreSQL for the tests: ``A2A_TEST_DATABASE_URL`` (CI sets it) or the local default."""
+    import os
+
+    return os.environ.get("A2A_TEST_DATABASE_URL") or PG_DEFAULT_URL
+
+
+@pytest.fixture(scope="session")
+def pg_engine() -> t.Iterator[t.Any]:
+    """A session-wide PostgreSQL engine, or a skip that says why there is none."""
+    import sqlalchemy as sa
+
+    url = pg_url()
+    try:
+        engine = sa.create_engine(url, connect_args={"connect_timeout": 3}, pool_size=10)
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+    except Exception as exc:
+        pytest.skip(f"PostgreSQL is not reachable at {url} (set A2A_TEST_DATABASE_URL): {exc}")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(
+    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return t.cast(str, request.param)
+
+
+@pytest.fixture
+def new_store(
+    store_kind: str, request: pytest.FixtureRequest, tmp_path: t.Any
+) -> t.Iterator[t.Callable[..., t.Any]]:
+    """``new_store(**SQLStore options)``: a fresh store of ``store_kind``; SQL tables use a
+    unique prefix and are dropped afterwards."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    from flask_a2a.store.sql import SQLStore
+
+    made: list[SQLStore] = []
+    engines: list[t.Any] = []
+
+    def build(**options: t.Any) -> t.Any:
+        if store_kind == "memory":
+            return MemoryStore()
+        if store_kind == "sqlite":
+            engine = sa.create_engine(f"sqlite:///{tmp_path / 'a2a.db'}")
+            engines.append(engine)
+        else:
+            engine = request.getfixturevalue("pg_engine")
+        options.setdefault("table_prefix", f"a2a_{uuid.uuid4().hex[:10]}_")
+        store = SQLStore(engine, **options)
+        made.append(store)
+        return store
+
+    yield build
+    for store in made:
+        store.drop()
+    for engine in engines:
+        engine.dispose()

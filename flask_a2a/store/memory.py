@@ -107,11 +107,14 @@ class MemoryStore:
         """Delete the tier's oldest terminal tasks past ``keep``, and the owner's orphan configs."""
         with self._lock:
             ids = self._by_owner.get(tier.owner, set())
+            records = [self._tasks[i] for i in ids]  # the owner's: compare the rest of the tier
             settled = [
-                self._tasks[i]
-                for i in ids
-                if self._tasks[i].tier == tier and self._tasks[i].state.terminal
+                r
+                for r in records
+                if r.tenant == tier.tenant and r.scopes == tier.scopes and r.state.terminal
             ]
+            if len(settled) <= keep:
+                return []
             settled.sort(key=_sort_key, reverse=True)
             doomed = [r.task.id for r in settled[keep:]]
             for task_id in doomed:

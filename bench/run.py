@@ -1,0 +1,318 @@
+"""One command for every number in docs/performance.md: ``python bench/run.py [--quick]``.
+
+Servers run one at a time on 127.0.0.1 (the load generator shares the machine with them):
+flask_a2a SendMessage echo on ``gunicorn -k gevent`` (memory and PostgreSQL stores, 1 and 2
+workers), a bare Flask JSON endpoint on the same server, and the official A2A SDK's echo agent
+on uvicorn (installed into ``bench/.venv-sdk``). Then idle SubscribeToTask streams held by one
+worker, and ListTasks latency for a small and a large owner on PostgreSQL. Results go to
+``bench/results/latest.json`` and ``latest.md``. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+import typing as t
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import loadgen, report, sections  # noqa: E402
+from bench.servers import Server, free_port, gunicorn_command, post_json  # noqa: E402
+
+DB_URL = os.environ.get(
+    "A2A_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+SDK_VENV = HERE / ".venv-sdk"
+SDK_SPEC = "a2a-sdk[http-server]==1.3.0"
+TOKEN = "bench-token"
+SEND_BODY = json.dumps({
+    "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+    "params": {"message": {
+        "messageId": "bench-1", "role": "ROLE_USER",
+        "parts": [{"text": "hello bench"}], "metadata": {"skill": "echo"},
+    }},
+}, separators=(",", ":"))
+#: Raised caps so 32 concurrent sends of one owner are never refused.
+A2A_ENV: t.Final = {"A2A_MAX_CONCURRENT_RUNS_PER_OWNER": "-1"}
+
+
+class Plan(t.NamedTuple):
+    duration: float
+    warmup: float
+    streams: int
+    list_sizes: tuple[int, int]
+    budget: float
+    two_worker_pg: bool
+
+
+FULL = Plan(10.0, 2.0, 10_000, (1_000, 100_000), 390.0, True)
+QUICK = Plan(2.0, 0.5, 1_000, (1_000, 10_000), 85.0, False)
+
+
+def sql_available() -> str | None:
+    """None when the SQL store imports and the database answers; else why not."""
+    try:
+        import sqlalchemy as sa
+
+        from flask_a2a.store.sql import SQLStore  # noqa: F401
+    except Exception as exc:  # the store is being written: skip, say why
+        return f"flask_a2a.store.sql is not importable: {exc!r}"
+    try:
+        engine = sa.create_engine(DB_URL)
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+        engine.dispose()
+    except Exception as exc:
+        return f"PostgreSQL at {DB_URL} does not answer: {exc.__class__.__name__}"
+    return None
+
+
+def ensure_sdk_venv(log: t.Callable[[str], None]) -> tuple[Path | None, str]:
+    python = SDK_VENV / "bin" / "python"
+    check = [str(python), "-c", "import a2a, uvicorn, starlette"]
+    if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return python, ""
+    log(f"installing {SDK_SPEC} + uvicorn into {SDK_VENV} (one time)")
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(SDK_VENV)], check=True, timeout=120)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", SDK_SPEC, "uvicorn"],
+            check=True, timeout=300,
+        )
+    except (subprocess.SubprocessError, OSError) as exc:
+        return None, f"could not install the SDK venv: {exc}"
+    return python, ""
+
+
+def sdk_version(python: Path) -> str:
+    out = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; "
+         "print(m.version('a2a-sdk'), m.version('uvicorn'))"],
+        capture_output=True, text=True, timeout=30,
+    )
+    return out.stdout.strip()
+
+
+class Bench:
+    def __init__(self, plan: Plan, generator: str, only: set[str] | None) -> None:
+        self.plan = plan
+        self.generator = generator
+        self.only = only
+        self.started = time.monotonic()
+        self.results: dict[str, t.Any] = {"rows": [], "skipped": [], "notes": []}
+
+    def log(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.started:6.1f}s] {text}", flush=True)
+
+    def left(self) -> float:
+        return self.plan.budget - (time.monotonic() - self.started)
+
+    def skip(self, name: str, reason: str) -> None:
+        self.log(f"skip {name}: {reason}")
+        self.results["skipped"].append({"name": name, "reason": reason})
+
+    def wanted(self, name: str) -> bool:
+        return self.only is None or any(name.startswith(o) for o in self.only)
+
+    # -- throughput rows
+
+    def measure(self, server: Server, url: str, body: str, token: str | None,
+                expect: str, concurrency: int, duration: float) -> dict[str, t.Any]:
+        cpu0, busy0, own0 = server.cpu_seconds(), machine_busy(), own_cpu()
+        out = loadgen.run(self.generator, url, body, token, expect, concurrency, duration)
+        server_cpu = server.cpu_seconds() - cpu0
+        others = machine_busy() - busy0 - server_cpu - (own_cpu() - own0)
+        out["server_cpu_pct"] = round(100 * server_cpu / duration, 1)
+        out["server_cpu_ms_per_req"] = round(1000 * server_cpu / max(1, out["requests"]), 3)
+        #: Cores busy with anything but this server, the generator and this script.
+        out["other_load_cores"] = round(max(0.0, others) / duration, 2)
+        return out
+
+    def throughput(self, name: str, label: str, command: list[str], env: dict[str, str],
+                   url_path: str, expect: str, ready: str, workers: int, store: str) -> None:
+        if not self.wanted(name):
+            return
+        need = 2 * self.plan.duration + self.plan.warmup + 8
+        if self.left() < need:
+            self.skip(name, f"time bound: {self.left():.0f}s left, {need:.0f}s needed")
+            return
+        self.log(f"{name}: starting")
+        with Server(command, env, ready) as server:
+            url = server.base + url_path
+            first = post_json(url, SEND_BODY, TOKEN)
+            if expect not in json.dumps(first, separators=(",", ":")):
+                raise RuntimeError(f"{name}: unexpected answer {first!r:.300}")
+            loadgen.run(self.generator, url, SEND_BODY, TOKEN, expect, 32, self.plan.warmup)
+            row: dict[str, t.Any] = {
+                "name": name, "label": label, "workers": workers, "store": store,
+            }
+            for conc in (1, 32):
+                row[f"c{conc}"] = self.measure(
+                    server, url, SEND_BODY, TOKEN, expect, conc, self.plan.duration
+                )
+                self.log(f"{name} c={conc}: {row[f'c{conc}']['rps']:.0f} req/s, "
+                         f"p50 {row[f'c{conc}']['p50_ms']:.2f} ms, "
+                         f"p99 {row[f'c{conc}']['p99_ms']:.2f} ms, bad {row[f'c{conc}']['bad']}")
+            row["rss_mb"] = round(server.worker_rss_kb() / 1024, 1)
+        self.results["rows"].append(row)
+
+    def run_throughput(self, sdk_python: Path | None, sdk_reason: str, sql_reason: str | None
+                       ) -> None:
+        a2a = "bench.apps:create_app()"
+        bare = "bench.apps:create_bare_app()"
+        completed = "TASK_STATE_COMPLETED"
+        for workers in (1, 2):
+            w = f"{workers}w"
+            self.throughput(
+                f"bare-{w}", "bare Flask JSON", gunicorn_command(bare, workers), {},
+                "/echo", '"ok":true', "/bench/ping", workers, "-",
+            )
+            self.throughput(
+                f"a2a-memory-{w}", "flask_a2a SendMessage", gunicorn_command(a2a, workers),
+                dict(A2A_ENV), "/a2a", completed, "/bench/ping", workers, "memory",
+            )
+            if workers == 1 or self.plan.two_worker_pg:
+                if sql_reason:
+                    self.skip(f"a2a-postgres-{w}", sql_reason)
+                else:
+                    prefix = f"bench_{os.getpid()}_{workers}_"
+                    env = {**A2A_ENV, "BENCH_STORE": "sql", "BENCH_TABLE_PREFIX": prefix,
+                           "A2A_DATABASE_URL": DB_URL}
+                    try:
+                        self.throughput(
+                            f"a2a-postgres-{w}", "flask_a2a SendMessage",
+                            gunicorn_command(a2a, workers), env, "/a2a", completed,
+                            "/bench/ping", workers, "postgres",
+                        )
+                    finally:
+                        drop_tables(prefix)
+            if workers == 1:
+                if sdk_python is None:
+                    self.skip("sdk-1w", sdk_reason)
+                else:
+                    port = free_port()
+                    command = [str(sdk_python), str(HERE / "sdk_echo_agent.py"), str(port), TOKEN]
+                    self.throughput(
+                        "sdk-1w", "a2a-sdk SendMessage (uvicorn)", command, {"PORT": str(port)},
+                        "/", completed, "/.well-known/agent-card.json", 1, "memory",
+                    )
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine spent busy since boot (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process and its finished children (wrk)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def drop_tables(prefix: str) -> None:
+    try:
+        from flask_a2a.store.sql import SQLStore, engine_from_url
+
+        engine = engine_from_url(DB_URL)
+        SQLStore(engine, table_prefix=prefix).drop()
+        engine.dispose()
+    except Exception as exc:
+        print(f"could not drop {prefix}* tables: {exc!r}", file=sys.stderr)
+
+
+def raise_nofile() -> int:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def environment(generator: str, sdk: str) -> dict[str, t.Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import flask
+    import gevent
+    import gunicorn
+
+    from importlib.metadata import version
+
+    return {
+        "cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
+        "flask": version("flask"), "gunicorn": gunicorn.__version__,
+        "gevent": gevent.__version__, "sdk": sdk, "generator": generator,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "shared_machine": "load generator and server share the same cores",
+        "flask_module": flask.__name__,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short run (under ~90 s)")
+    parser.add_argument("--generator", choices=("auto", "wrk", "gevent"), default="auto")
+    parser.add_argument("--only", nargs="*", help="run only rows/sections with these prefixes "
+                        "(bare, a2a-memory, a2a-postgres, sdk, streams, list)")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    generator = loadgen.pick(args.generator)
+    os.chdir(ROOT)
+    nofile = raise_nofile()
+    bench = Bench(plan, generator, set(args.only) if args.only else None)
+    bench.log(f"plan: {'quick' if args.quick else 'full'}; generator {generator}; "
+              f"RLIMIT_NOFILE {nofile}; budget {plan.budget:.0f}s")
+    sql_reason = sql_available()
+    if sql_reason:
+        bench.log(f"PostgreSQL rows skipped: {sql_reason}")
+    sdk_python, sdk_reason = (None, "not requested")
+    if bench.wanted("sdk"):
+        sdk_python, sdk_reason = ensure_sdk_venv(bench.log)
+    bench.started = time.monotonic()  # the budget counts the measurements, not the install
+    sdk = sdk_version(sdk_python) if sdk_python else ""
+    bench.results["environment"] = environment(generator, sdk)
+    try:
+        bench.run_throughput(sdk_python, sdk_reason, sql_reason)
+        if bench.wanted("streams"):
+            bench.results["streams"] = sections.idle_streams(bench, plan.streams)
+        if bench.wanted("list"):
+            if sql_reason:
+                bench.skip("list", sql_reason)
+            else:
+                bench.results["list"] = sections.list_tasks(bench, DB_URL, plan.list_sizes)
+    finally:
+        bench.results["elapsed_s"] = round(time.monotonic() - bench.started, 1)
+        out = HERE / "results"
+        out.mkdir(exist_ok=True)
+        text = report.markdown(bench.results)
+        (out / "latest.json").write_text(json.dumps(bench.results, indent=2) + "\n")
+        (out / "latest.md").write_text(text)
+        print()
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except urllib.error.URLError as exc:
+        print(f"bench: a server did not answer: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,349 @@
+"""``flask a2a …``: look at and look after an app's task exchange, and call any A2A agent.
+
+Registered through the ``flask.commands`` entry point, so every app with the extension gets it:
+``flask --app examples/agent.py a2a skills``. The commands that read the exchange (``card``,
+``skills``, ``tasks``, ``export-user``, ``erase-user``, ``trim``) run in the app's context and
+go through its store; ``call`` is a client and needs no app.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import typing as t
+
+import click
+import requests
+from flask import current_app
+from flask.cli import AppGroup
+
+from . import wire
+from .card import AGENT_CARD_PATH
+from .client import A2AClient, A2AClientError
+from .errors import A2AError
+from .extension import A2A, A2AState
+from .model import (
+    UNSET,
+    Message,
+    Part,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatusUpdateEvent,
+    Tier,
+)
+from .store.base import ListQuery, TaskRecord
+
+a2a_cli = AppGroup("a2a", help="Inspect and maintain the A2A task exchange; call A2A agents.")
+
+#: Tasks read per store page when walking an owner (the walk ends when the store's pages do).
+WALK_PAGE: t.Final = 500
+FAILED_STATES: t.Final = frozenset({TaskState.FAILED, TaskState.REJECTED, TaskState.CANCELED})
+
+
+def _state() -> A2AState:
+    state = current_app.extensions.get("a2a")
+    if state is None:
+        raise click.ClickException(f"A2A is not registered on the app {current_app.name!r}")
+    return t.cast(A2AState, state)
+
+
+def _table(rows: t.Sequence[t.Sequence[str]]) -> str:
+    """Rows as left-aligned columns; the first row is the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def _short(state: TaskState) -> str:
+    return state.value.removeprefix("TASK_STATE_")
+
+
+# ------------------------------------------------------------------ reading the exchange
+
+
+@a2a_cli.command("card")
+def card_command() -> None:
+    """Print the public agent card (JSON), as the app serves it."""
+    _state()
+    response = current_app.test_client().get(AGENT_CARD_PATH)
+    if response.status_code != 200:
+        raise click.ClickException(f"the card route answered HTTP {response.status_code}")
+    click.echo(json.dumps(response.get_json(), indent=2, ensure_ascii=False))
+
+
+@a2a_cli.command("skills")
+def skills_command() -> None:
+    """List the skills the exchange serves: id, name, input and output modes."""
+    state = _state()
+    rows = [("ID", "NAME", "INPUT", "OUTPUT", "CARD")]
+    for skill in state.exchange.skills.values():
+        rows.append(
+            (
+                skill.id,
+                skill.name,
+                ", ".join(skill.input_modes or state.card.default_input_modes),
+                ", ".join(skill.output_modes or state.card.default_output_modes),
+                "listed" if skill.public else "unlisted",
+            )
+        )
+    click.echo(_table(rows))
+
+
+def owner_records(state: A2AState, owner: str) -> list[TaskRecord]:
+    """Every task of ``owner``, across tenants and scope sets, newest status first."""
+    records: list[TaskRecord] = []
+    cursor = None
+    query = ListQuery(owner=owner, tenanted=False, scoped=False, limit=WALK_PAGE)
+    while True:
+        page = state.exchange.store.list_tasks(dataclasses.replace(query, cursor=cursor))
+        records.extend(r for r in page.records if r.owner == owner)
+        if page.next_cursor is None or not page.records:
+            return records
+        cursor = page.next_cursor
+
+
+@a2a_cli.command("tasks")
+@click.argument("owner")
+def tasks_command(owner: str) -> None:
+    """List OWNER's tasks in every tier: id, state, skill, status time, tenant, scopes."""
+    records = owner_records(_state(), owner)
+    if not records:
+        click.echo(f"no tasks for {owner}")
+        return
+    rows = [("ID", "STATE", "SKILL", "UPDATED", "TENANT", "SCOPES")]
+    for record in records:
+        rows.append(
+            (
+                record.task.id,
+                _short(record.state),
+                record.skill or "-",
+                wire.format_timestamp(record.task.status.timestamp),
+                record.tenant or "-",
+                " ".join(record.scopes) if record.scopes is not None else "session",
+            )
+        )
+    click.echo(_table(rows))
+    click.echo(f"{len(records)} task(s)")
+
+
+# ------------------------------------------------------------------ user data
+
+
+def _extension() -> A2A:
+    """``export_user_data`` / ``erase_user_data`` read only the app's state, so an unbound
+    extension object serves any app."""
+    return A2A()
+
+
+@a2a_cli.command("export-user")
+@click.argument("owner")
+def export_user_command(owner: str) -> None:
+    """Print every task and push config of OWNER as JSON (data export)."""
+    _state()
+    data = _extension().export_user_data(owner, app=current_app)
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+@a2a_cli.command("erase-user")
+@click.argument("owner")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def erase_user_command(owner: str, yes: bool) -> None:
+    """Delete every task and push config of OWNER; their live runs are cut."""
+    _state()
+    held = _extension().export_user_data(owner, app=current_app)
+    task_ids = [row["task"]["id"] for row in held.get("tasks", ())]
+    configs = len(held.get("pushConfigs", ()))
+    if not task_ids and not configs:
+        click.echo(f"nothing stored for {owner}")
+        return
+    if not yes:
+        click.confirm(
+            f"Erase {len(task_ids)} task(s) and {configs} push config(s) of {owner}?",
+            abort=True,
+        )
+    removed = _extension().erase_user_data(owner, app=current_app)
+    for task_id in task_ids:
+        click.echo(f"deleted task {task_id}")
+    click.echo(
+        f"erased {owner}: {len(task_ids)} task(s), {configs} push config(s) ({removed} rows)"
+    )
+
+
+# ------------------------------------------------------------------ retention
+
+
+@a2a_cli.command("trim")
+@click.argument("owners", nargs=-1)
+def trim_command(owners: tuple[str, ...]) -> None:
+    """Run retention now over every tier of OWNERS (all owners, when the store lists them).
+
+    Each tier keeps A2A_TERMINAL_TASK_RETENTION settled tasks and A2A_PAUSED_TASK_RETENTION
+    paused ones, exactly as after a settle in it: useful after lowering either bound.
+    """
+    state = _state()
+    exchange, settings = state.exchange, state.settings
+    if not owners:
+        lister = getattr(exchange.store, "owners", None)
+        if lister is None:
+            raise click.UsageError(
+                "this store cannot list its owners; name them: flask a2a trim OWNER..."
+            )
+        owners = tuple(lister())
+    if settings.terminal_task_retention < 0 and settings.paused_task_retention < 0:
+        click.echo("retention is off (both retention bounds are negative): nothing to do")
+        return
+    deleted = canceled = 0
+    for owner in owners:
+        before = _tiers(owner_records(state, owner))
+        for records in before.values():
+            # Through the exchange's own trimming, so runs and streams of deleted tasks end.
+            exchange._trim_paused(records[0])
+            exchange._trim_terminal(records[0])
+        after = _tiers(owner_records(state, owner))
+        for tier, records in before.items():
+            left = after.get(tier, [])
+            gone = len(records) - len(left)
+            stopped = _paused(records) - _paused(left)
+            deleted, canceled = deleted + gone, canceled + stopped
+            click.echo(
+                f"{owner}  tenant={tier.tenant or '-'}  scopes="
+                f"{' '.join(tier.scopes) if tier.scopes is not None else 'session'}  "
+                f"kept {len(left)}, deleted {gone}, canceled {stopped} paused"
+            )
+    click.echo(f"trimmed {len(owners)} owner(s): {deleted} task(s) deleted, {canceled} canceled")
+
+
+def _tiers(records: list[TaskRecord]) -> dict[Tier, list[TaskRecord]]:
+    tiers: dict[Tier, list[TaskRecord]] = {}
+    for record in records:
+        tiers.setdefault(record.tier, []).append(record)
+    return tiers
+
+
+def _paused(records: list[TaskRecord]) -> int:
+    return sum(1 for r in records if r.state.interrupted)
+
+
+# ------------------------------------------------------------------ calling an agent
+
+
+def _json_option(value: str | None, name: str) -> t.Any:
+    if value is None:
+        return UNSET
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint=name) from None
+
+
+def render_part(part: Part) -> str:
+    if part.text is not None:
+        return part.text
+    if part.url is not None:
+        return part.url
+    if part.raw is not None:
+        return f"<{len(part.raw)} bytes{' ' + part.filename if part.filename else ''}>"
+    return json.dumps(part.data, ensure_ascii=False)
+
+
+def _status_text(message: Message | None) -> str:
+    return message.text if message is not None else ""
+
+
+def describe_event(event: Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> str:
+    """One progress line for a stream event."""
+    if isinstance(event, Task):
+        line = f"{_short(event.status.state)}  task {event.id}"
+        return f"{line}  {_status_text(event.status.message)}".rstrip()
+    if isinstance(event, TaskStatusUpdateEvent):
+        return f"{_short(event.status.state)}  {_status_text(event.status.message)}".rstrip()
+    if isinstance(event, TaskArtifactUpdateEvent):
+        name = event.artifact.name or event.artifact.artifact_id
+        body = " ".join(render_part(p) for p in event.artifact.parts)
+        return f"artifact {name}{' (+)' if event.append else ''}: {body}"
+    return f"message: {event.text}"
+
+
+def describe_task(task: Task) -> str:
+    lines = [f"task {task.id}: {_short(task.status.state)}"]
+    if task.status.message is not None:
+        lines.append(f"  agent: {task.status.message.text}")
+    for artifact in task.artifacts:
+        lines.append(f"  artifact {artifact.name or artifact.artifact_id}:")
+        lines.extend(f"    {render_part(part)}" for part in artifact.parts)
+    return "\n".join(lines)
+
+
+@a2a_cli.command("call", with_appcontext=False)
+@click.argument("url")
+@click.argument("skill")
+@click.option("--text", help="A text part.")
+@click.option("--data", help="A data part, as JSON.")
+@click.option("--operation", help="An entity skill's operation (list, get, create, …).")
+@click.option("--arguments", help="The operation's arguments, as a JSON object.")
+@click.option("--token", envvar="A2A_TOKEN", help="Bearer token (or $A2A_TOKEN).")
+@click.option("--task-id", help="Continue this paused task.")
+@click.option("--stream", is_flag=True, help="Stream the task, one line per event.")
+@click.option("--json", "as_json", is_flag=True, help="Print ProtoJSON instead of text.")
+@click.option("--timeout", type=float, default=330.0, show_default=True,
+              help="Seconds to wait for an answer (between events when streaming).")
+def call_command(
+    url: str,
+    skill: str,
+    text: str | None,
+    data: str | None,
+    operation: str | None,
+    arguments: str | None,
+    token: str | None,
+    task_id: str | None,
+    stream: bool,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Call SKILL on the A2A agent at URL (a base URL, its card's URL, or the endpoint)."""
+    data_value = _json_option(data, "--data")
+    args = _json_option(arguments, "--arguments")
+    if args is not UNSET and not isinstance(args, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--arguments")
+    options: dict[str, t.Any] = {
+        "data": data_value,
+        "operation": operation,
+        "arguments": None if args is UNSET else args,
+        "task_id": task_id,
+    }
+    try:
+        with A2AClient.connect(
+            url, token=token, send_timeout=(5.0, timeout), stream_timeout=(5.0, timeout)
+        ) as client:
+            if stream:
+                state = _stream(client, skill, text, options, as_json)
+            else:
+                task = client.call(skill, text, **options)
+                click.echo(json.dumps(wire.dump_task(task)) if as_json else describe_task(task))
+                state = task.status.state
+    except A2AError as exc:
+        raise click.ClickException(f"{type(exc).__name__} ({exc.code}): {exc.message}") from exc
+    except (A2AClientError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    except requests.RequestException as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
+    if state in FAILED_STATES:
+        raise click.exceptions.Exit(1)
+
+
+def _stream(
+    client: A2AClient, skill: str, text: str | None, options: dict[str, t.Any], as_json: bool
+) -> TaskState | None:
+    """Print one line per event while the task runs; returns the last state seen."""
+    started = time.monotonic()
+    with client.stream_call(skill, text, **options) as events:
+        for event in events:
+            if as_json:
+                click.echo(json.dumps(wire.dump_event(event)))
+            else:
+                click.echo(f"{time.monotonic() - started:7.2f}s  {describe_event(event)}")
+        return events.state

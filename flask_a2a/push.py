@@ -1,0 +1,318 @@
+"""Push notifications: per-task webhook configs and bounded, best-effort delivery.
+
+Every StreamResponse of a task is POSTed (the bare StreamResponse JSON, no JSON-RPC envelope)
+to each of the task's configs. A config registered on a task that is not settled first gets
+the task as it stands (a ``task`` StreamResponse; the official SDK's first notification is the
+task snapshot too), then every later event. Delivery is best effort by design: one attempt,
+no retry, a short timeout, and a non-2xx or transport error is logged once. Reliable delivery
+with backoff is a job queue's work, never the task's.
+
+Per config, deliveries go one at a time in event order (an appended artifact chunk carries no
+sequence number); an event that reaches a config's queue after a newer one is dropped, so the
+terminal state is always the last notification a receiver gets. Process-wide at most
+:data:`MAX_IN_FLIGHT` configs have a delivery in flight and :data:`MAX_WAITING` further events
+wait behind them; one owner holds at most :data:`MAX_PER_OWNER` of each. Past that an event is
+dropped with a warning, so a hung receiver delays only its own config and never the task.
+Where a push may go is ``ssrf.py``'s concern.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import logging
+import threading
+import typing as t
+
+import requests
+
+from . import ssrf
+from .bus import BusEvent
+from .errors import InvalidParamsError
+from .jsonrpc import encode
+from .model import PushConfig, new_id
+from .store.base import Store, TaskRecord
+from .tasks import scrub
+from .wire import dump_task
+
+log = logging.getLogger("flask_a2a")
+
+MAX_IN_FLIGHT: t.Final = 16
+MAX_WAITING: t.Final = 16
+MAX_PER_OWNER: t.Final = 4
+#: Lanes of settled tasks whose last version is remembered, so a late event is still dropped.
+_CLOSED_MEMORY: t.Final = 4096
+
+Spawn = t.Callable[[t.Callable[[], None]], None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Job:
+    config: PushConfig
+    version: int
+    body: bytes
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class _Lane:
+    """One config's queue: the newest version it accepted, what waits, whether one is sent."""
+
+    key: tuple[str, str]
+    owner: str
+    last_version: int = 0
+    running: bool = False
+    closing: bool = False
+    queue: collections.deque[_Job] = dataclasses.field(default_factory=collections.deque)
+
+
+class Dispatcher:
+    """The bounded queues: lanes per config, slots per process and per owner."""
+
+    def __init__(
+        self,
+        send: t.Callable[[_Job], None],
+        spawn: Spawn,
+        *,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        max_waiting: int = MAX_WAITING,
+        per_owner: int = MAX_PER_OWNER,
+    ) -> None:
+        self._send = send
+        self._spawn = spawn
+        self.max_in_flight = max_in_flight
+        self.max_waiting = max_waiting
+        self.per_owner = per_owner
+        self._lock = threading.Lock()
+        self._lanes: dict[tuple[str, str], _Lane] = {}
+        self._closed: collections.OrderedDict[tuple[str, str], int] = collections.OrderedDict()
+        #: Lanes with waiting events and no delivery in flight (their slot was not free).
+        self._ready: collections.deque[_Lane] = collections.deque()
+        self.in_flight = 0
+        self.waiting = 0
+        self._owner_in_flight: collections.Counter[str] = collections.Counter()
+        self._owner_waiting: collections.Counter[str] = collections.Counter()
+
+    def offer(
+        self, owner: str, config: PushConfig, version: int, body: bytes, terminal: bool
+    ) -> None:
+        """Queue one event for one config, start it, or drop it (stale or over a bound)."""
+        key = (config.task_id, config.id)
+        job = _Job(config, version, body)
+        with self._lock:
+            lane = self._lanes.get(key)
+            if lane is None:
+                lane = self._lanes[key] = _Lane(key, owner, self._closed.pop(key, 0))
+            if version <= lane.last_version:
+                log.debug("a2a: push event v%d for config %s is stale; dropped", version, key[1])
+                return
+            lane.last_version = version
+            lane.closing = lane.closing or terminal
+            if not lane.running and not lane.queue and self._may_run(owner):
+                self._take_slot(lane)
+            elif self._may_wait(owner):
+                lane.queue.append(job)
+                self.waiting += 1
+                self._owner_waiting[owner] += 1
+                if not lane.running and lane not in self._ready:
+                    self._ready.append(lane)
+                return
+            elif terminal and lane.queue:
+                # Keep the terminal state last: it replaces the newest waiting event.
+                dropped = lane.queue.pop()
+                lane.queue.append(job)
+                self._warn_drop(owner, dropped.config, "replaced by the terminal state")
+                return
+            else:
+                self._warn_drop(owner, config, "push queues are full")
+                if not lane.running and not lane.queue:
+                    self._retire(lane)
+                return
+        self._spawn(functools.partial(self._work, lane, job))
+
+    def _may_run(self, owner: str) -> bool:
+        return (
+            self.in_flight < self.max_in_flight
+            and self._owner_in_flight[owner] < self.per_owner
+        )
+
+    def _may_wait(self, owner: str) -> bool:
+        return self.waiting < self.max_waiting and self._owner_waiting[owner] < self.per_owner
+
+    def _take_slot(self, lane: _Lane) -> None:
+        lane.running = True
+        self.in_flight += 1
+        self._owner_in_flight[lane.owner] += 1
+
+    def _pop(self, lane: _Lane) -> _Job:
+        self.waiting -= 1
+        self._owner_waiting[lane.owner] -= 1
+        if not self._owner_waiting[lane.owner]:
+            del self._owner_waiting[lane.owner]
+        return lane.queue.popleft()
+
+    def _retire(self, lane: _Lane) -> None:
+        """Forget an idle settled lane, remembering its last version a while (under the lock).
+
+        A paused or running task's lane stays: its last version still filters late events.
+        """
+        if not lane.closing or self._lanes.get(lane.key) is not lane:
+            return
+        del self._lanes[lane.key]
+        self._closed[lane.key] = lane.last_version
+        while len(self._closed) > _CLOSED_MEMORY:
+            self._closed.popitem(last=False)
+
+    def _work(self, lane: _Lane, job: _Job | None) -> None:
+        """Send the lane's events in order, then hand the slot to a lane waiting for one."""
+        handoff: list[tuple[_Lane, _Job]] = []
+        while job is not None:
+            self._send(job)
+            with self._lock:
+                if lane.queue:
+                    job = self._pop(lane)
+                    continue
+                job = None
+                lane.running = False
+                self.in_flight -= 1
+                self._owner_in_flight[lane.owner] -= 1
+                if not self._owner_in_flight[lane.owner]:
+                    del self._owner_in_flight[lane.owner]
+                self._retire(lane)
+                handoff = self._schedule()
+        for next_lane, next_job in handoff:
+            self._spawn(functools.partial(self._work, next_lane, next_job))
+
+    def _schedule(self) -> list[tuple[_Lane, _Job]]:
+        """Start waiting lanes whose owner may run, oldest first (call under the lock)."""
+        started: list[tuple[_Lane, _Job]] = []
+        for lane in list(self._ready):
+            if self.in_flight >= self.max_in_flight:
+                break
+            if lane.running or not lane.queue:
+                self._ready.remove(lane)
+                continue
+            if self._owner_in_flight[lane.owner] < self.per_owner:
+                self._ready.remove(lane)
+                self._take_slot(lane)
+                started.append((lane, self._pop(lane)))
+        return started
+
+    @staticmethod
+    def _warn_drop(owner: str, config: PushConfig, why: str) -> None:
+        log.warning(
+            "a2a: push notification dropped (%s): task %s config %s owner %s",
+            why, config.task_id, scrub(config.id), scrub(owner),
+        )
+
+
+def _headers(config: PushConfig) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    if config.token:
+        headers["A2A-Notification-Token"] = config.token
+        headers["X-A2A-Notification-Token"] = config.token
+    auth = config.authentication
+    if auth is not None:
+        credentials = f" {auth.credentials}" if auth.credentials else ""
+        headers["Authorization"] = f"{auth.scheme}{credentials}"
+    return headers
+
+
+class PushSender:
+    """What the exchange calls: ``check_url``, ``register`` and ``deliver`` (after each write).
+
+    :param client: a ``requests.Session`` to post with; guarded as ``ssrf.build_client`` says.
+    :param resolver: ``resolver(host) -> [address, ...]`` for both checks (a test seam).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        spawn: Spawn,
+        *,
+        allow_private: bool = False,
+        timeout: float = 10.0,
+        max_configs_per_task: int = 8,
+        client: requests.Session | None = None,
+        resolver: ssrf.Resolver | None = None,
+    ) -> None:
+        self.store = store
+        self.timeout = timeout
+        self.max_configs_per_task = max_configs_per_task
+        self.policy = ssrf.AddressPolicy(resolver, allow_private)
+        self.client = ssrf.build_client(client, self.policy)
+        self.dispatcher = Dispatcher(self._send, spawn)
+
+    # -- configs
+
+    def check_url(self, url: str) -> None:
+        """Refuse a URL the address policy forbids with -32602 (before anything is written)."""
+        try:
+            ssrf.check_url(url, self.policy)
+        except ssrf.RefusedURLError as exc:
+            raise InvalidParamsError(
+                f"Invalid parameters: url: {exc}", field_violations=[("url", str(exc))]
+            ) from None
+
+    def register(self, record: TaskRecord, params: dict[str, t.Any]) -> PushConfig:
+        """Store a config for ``record``'s task (URL already checked); send it the task."""
+        config = PushConfig(
+            id=params.get("id") or new_id(),
+            task_id=record.task.id,
+            url=params["url"],
+            token=params.get("token") or None,
+            authentication=params.get("authentication"),
+            tenant=params.get("tenant") or None,
+        )
+        config = self.store.put_push_config(record.owner, config, self.max_configs_per_task)
+        # Read after storing: any write this read misses lists the new config in deliver().
+        current = self.store.get_task(record.task.id) or record
+        if not current.state.terminal:  # a settled task will not change: nothing to tell
+            body = encode({"task": dump_task(current.task)}).encode()
+            self.dispatcher.offer(record.owner, config, current.version, body, False)
+        return config
+
+    # -- delivery
+
+    def deliver(self, record: TaskRecord, event: BusEvent) -> None:
+        """Queue ``event`` for every config of its task; never blocks on a receiver."""
+        if event.gone or not event.result_json:
+            return
+        configs = self.store.list_push_configs(event.task_id)
+        if not configs:
+            return
+        body = event.result_json.encode()
+        terminal = record.state.terminal
+        for config in configs:
+            self.dispatcher.offer(record.owner, config, event.version, body, terminal)
+
+    def _send(self, job: _Job) -> None:
+        """One POST; every outcome is logged at most once and nothing escapes."""
+        config = job.config
+        try:
+            response = self.client.post(config.url, job.body, _headers(config), self.timeout)
+        except requests.RequestException as exc:
+            log.warning(
+                "a2a: push delivery failed: task %s config %s: %s",
+                config.task_id, scrub(config.id), scrub(exc),
+            )
+            return
+        except Exception as exc:
+            log.error("a2a: push delivery panicked: %s", scrub(repr(exc)))
+            return
+        try:
+            status = int(response.status_code)
+            if not 200 <= status < 300:
+                log.warning(
+                    "a2a: push delivery got HTTP %d: task %s config %s",
+                    status, config.task_id, scrub(config.id),
+                )
+        except Exception as exc:
+            log.error("a2a: push delivery panicked: %s", scrub(repr(exc)))
+        finally:
+            close = getattr(response, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:
+                    pass

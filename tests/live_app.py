@@ -1,0 +1,64 @@
+"""The app the live tests run under gunicorn: demo tokens, an echo, and a gate a test opens.
+
+Settings come from ``A2A_*`` environment variables (JSON values), so each test picks its own.
+``POST /test/release`` opens the gate for every run waiting on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+from flask import Flask
+
+from examples.agent import principal
+from flask_a2a import A2A, Part, Skill, TaskContext
+
+GATE = threading.Event()
+
+
+def gate(task: TaskContext) -> None:
+    task.working()
+    while not GATE.wait(0.05):
+        task.check()
+    task.artifact([Part(text="released")], name="gate")
+
+
+def echo(task: TaskContext) -> None:
+    task.artifact([Part(text=task.message.text)], name="echo")
+
+
+def env_config() -> dict[str, object]:
+    config: dict[str, object] = {}
+    for key, raw in os.environ.items():
+        if key.startswith("A2A_"):
+            try:
+                config[key] = json.loads(raw)
+            except ValueError:
+                config[key] = raw
+    return config
+
+
+def create_app() -> Flask:
+    app = Flask(__name__)
+    app.config.update(env_config())
+    A2A(
+        app,
+        skills=[
+            Skill(id="echo", name="Echo", description="Echo.", handler=echo),
+            Skill(id="gate", name="Gate", description="Waits for /test/release.", handler=gate),
+        ],
+        principal=principal,
+    )
+
+    @app.post("/test/release")
+    def release() -> dict[str, bool]:
+        GATE.set()
+        return {"released": True}
+
+    @app.get("/test/pid")
+    def pid() -> dict[str, int]:
+        return {"pid": os.getpid()}
+
+    return app

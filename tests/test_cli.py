@@ -1,0 +1,321 @@
+"""``flask a2a …``: every command through click's runner; ``call`` against a live server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import typing as t
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from flask import Flask
+
+from examples.agent import create_app
+from flask_a2a import Skill, TaskContext
+from flask_a2a.cli import a2a_cli
+from flask_a2a.model import TaskState
+from flask_a2a.store import MemoryStore
+from flask_a2a.testing import A2ATestClient
+from tests.conftest import Gate, echo
+from tests.serve import serve
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def make_store(new_store: t.Callable[..., t.Any]) -> t.Callable[..., t.Any]:
+    """The store commands run against every store backend."""
+    return new_store
+
+
+def run(app: Flask, *args: str, input: str | None = None) -> Result:
+    return app.test_cli_runner().invoke(a2a_cli, list(args), input=input)
+
+
+def send(app: Flask, token: str, text: str = "x", skill: str = "echo") -> str:
+    return str(A2ATestClient(app, token=token).send(text, skill=skill)["task"]["id"])
+
+
+def pause(task: TaskContext) -> None:
+    task.require_input("more?")
+
+
+PAUSE = Skill(id="pause", name="Pause", description="Asks for input.", handler=pause)
+ECHO = Skill(id="echo", name="Echo", description="Echo.", handler=echo)
+
+
+# ------------------------------------------------------------------ card and skills
+
+
+def test_card_prints_the_served_card(app: Flask) -> None:
+    result = run(app, "card")
+    assert result.exit_code == 0, result.output
+    card = json.loads(result.output)
+    assert card == app.test_client().get("/.well-known/agent-card.json").get_json()
+    assert card["supportedInterfaces"][0]["url"].endswith("/a2a")
+    assert [s["id"] for s in card["skills"]] == ["echo"]
+
+
+def test_skills_table(make_app: t.Callable[..., Flask]) -> None:
+    quiet = Skill(
+        id="json-only", name="JSON only", description="x", handler=echo,
+        input_modes=("application/json",), output_modes=("application/json",), public=False,
+    )
+    app = make_app(skills=[ECHO, quiet])
+    result = run(app, "skills")
+    assert result.exit_code == 0, result.output
+    header, first, second = result.output.splitlines()
+    assert header.split() == ["ID", "NAME", "INPUT", "OUTPUT", "CARD"]
+    assert first.split()[:2] == ["echo", "Echo"]
+    assert "text/plain, application/json" in first and first.endswith("listed")
+    assert second.split()[:3] == ["json-only", "JSON", "only"]
+    assert second.split()[3:] == ["application/json", "application/json", "unlisted"]
+
+
+def test_commands_need_the_extension() -> None:
+    bare = Flask("bare")
+    result = run(bare, "skills")
+    assert result.exit_code == 1
+    assert "A2A is not registered" in result.output
+
+
+# ------------------------------------------------------------------ tasks, export, erase
+
+
+def test_tasks_lists_every_tier_of_one_owner(make_app: t.Callable[..., Flask]) -> None:
+    app = make_app()
+    mine = {send(app, token) for token in ("alice", "alice", "alice-read", "alice-t2")}
+    theirs = send(app, "bob")
+    result = run(app, "tasks", "alice")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["ID", "STATE", "SKILL", "UPDATED", "TENANT", "SCOPES"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:-1]}
+    assert set(rows) == mine
+    assert theirs not in result.output
+    assert lines[-1] == "4 task(s)"
+    tiers = sorted((row[3], row[4]) for row in rows.values())
+    assert tiers == [("-", "session"), ("-", "session"), ("-", "tasks:read"), ("t2", "session")]
+    assert all(row[:2] == ["COMPLETED", "echo"] for row in rows.values())
+    assert run(app, "tasks", "carol").output == "no tasks for carol\n"
+
+
+def test_export_user_prints_that_users_data(make_app: t.Callable[..., Flask]) -> None:
+    app = make_app(config={"A2A_ALLOW_PRIVATE_PUSH": True})
+    task_id = send(app, "alice")
+    send(app, "bob")
+    made = A2ATestClient(app, token="alice").rpc(
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task_id, "id": "c1", "url": "http://127.0.0.1:9/hook"},
+    ).result
+    assert made["id"] == "c1"
+    result = run(app, "export-user", "alice")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [row["task"]["id"] for row in data["tasks"]] == [task_id]
+    assert {row["owner"] for row in data["tasks"]} == {"alice"}
+    assert [c["id"] for c in data["pushConfigs"]] == ["c1"]
+
+
+def test_erase_user_asks_first_and_a_no_deletes_nothing(make_app: t.Callable[..., Flask]) -> None:
+    app = make_app()
+    task_id = send(app, "alice")
+    result = run(app, "erase-user", "alice", input="n\n")
+    assert result.exit_code == 1
+    assert "Erase 1 task(s) and 0 push config(s) of alice?" in result.output
+    assert "Aborted" in result.output
+    store = app.extensions["a2a"].exchange.store
+    assert store.get_task(task_id) is not None
+
+
+def test_erase_user_deletes_only_that_user(make_app: t.Callable[..., Flask]) -> None:
+    app = make_app()
+    gone = [send(app, "alice"), send(app, "alice-read")]
+    kept = send(app, "bob")
+    result = run(app, "erase-user", "alice", input="y\n")
+    assert result.exit_code == 0, result.output
+    for task_id in gone:
+        assert f"deleted task {task_id}" in result.output
+    assert "erased alice: 2 task(s), 0 push config(s)" in result.output
+    store = app.extensions["a2a"].exchange.store
+    assert all(store.get_task(task_id) is None for task_id in gone)
+    assert store.get_task(kept) is not None
+    assert run(app, "erase-user", "alice", "--yes").output == "nothing stored for alice\n"
+
+
+def test_erase_user_cuts_a_live_run(make_app: t.Callable[..., Flask]) -> None:
+    gate = Gate()
+    app = make_app(skills=[Skill(id="gate", name="Gate", description="x", handler=gate.handler)])
+    client = A2ATestClient(app, token="alice")
+    started = client.send("x", skill="gate", configuration={"returnImmediately": True})
+    assert gate.entered.wait(10)
+    result = run(app, "erase-user", "alice", "--yes")
+    assert result.exit_code == 0, result.output
+    exchange = app.extensions["a2a"].exchange
+    assert exchange.store.get_task(started["task"]["id"]) is None
+    runs = exchange.live_runs()
+    assert all(run.done.wait(10) for run in runs)
+
+
+# ------------------------------------------------------------------ trim
+
+
+def test_trim_applies_a_lowered_bound_per_tier(
+    make_app: t.Callable[..., Flask], new_store: t.Callable[..., t.Any]
+) -> None:
+    store = new_store()
+    before = make_app(store=store, config={"A2A_TERMINAL_TASK_RETENTION": -1})
+    session = [send(before, "alice", str(n)) for n in range(4)]
+    narrow = [send(before, "alice-read", str(n)) for n in range(2)]
+    bobs = [send(before, "bob", str(n)) for n in range(3)]
+    after = make_app(store=store, config={"A2A_TERMINAL_TASK_RETENTION": 2})
+    result = run(after, "trim", "alice")
+    assert result.exit_code == 0, result.output
+    assert "alice  tenant=-  scopes=session  kept 2, deleted 2, canceled 0 paused" in result.output
+    assert "alice  tenant=-  scopes=tasks:read  kept 2, deleted 0, canceled 0 paused" in (
+        result.output
+    )
+    assert result.output.splitlines()[-1] == "trimmed 1 owner(s): 2 task(s) deleted, 0 canceled"
+    left = {task_id for task_id in session + narrow + bobs if store.get_task(task_id) is not None}
+    assert left == set(session[2:] + narrow + bobs)
+
+
+def test_trim_cancels_paused_tasks_past_their_bound(
+    make_app: t.Callable[..., Flask], new_store: t.Callable[..., t.Any]
+) -> None:
+    store = new_store()
+    before = make_app(skills=[PAUSE], store=store, config={"A2A_PAUSED_TASK_RETENTION": -1})
+    paused = [send(before, "alice", str(n), skill="pause") for n in range(3)]
+    after = make_app(skills=[PAUSE], store=store, config={"A2A_PAUSED_TASK_RETENTION": 1})
+    result = run(after, "trim", "alice")
+    assert result.exit_code == 0, result.output
+    assert "kept 3, deleted 0, canceled 2 paused" in result.output
+    states = [store.get_task(task_id).task.status.state for task_id in paused]
+    assert states == [TaskState.CANCELED, TaskState.CANCELED, TaskState.INPUT_REQUIRED]
+
+
+def test_trim_needs_owners_unless_the_store_lists_them(make_app: t.Callable[..., Flask]) -> None:
+    app = make_app(store=MemoryStore())
+    result = run(app, "trim")
+    assert result.exit_code == 2
+    assert "cannot list its owners" in result.output
+
+    class Listing(MemoryStore):
+        def owners(self) -> list[str]:
+            return sorted(self._by_owner)
+
+    store = Listing()
+    before = make_app(store=store, config={"A2A_TERMINAL_TASK_RETENTION": -1})
+    for token in ("alice", "alice", "bob", "bob"):
+        send(before, token)
+    after = make_app(store=store, config={"A2A_TERMINAL_TASK_RETENTION": 1})
+    result = run(after, "trim")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == "trimmed 2 owner(s): 2 task(s) deleted, 0 canceled"
+    assert all(len(store.export_owner(owner)["tasks"]) == 1 for owner in ("alice", "bob"))
+
+
+def test_trim_with_retention_off_does_nothing(make_app: t.Callable[..., Flask]) -> None:
+    config = {"A2A_TERMINAL_TASK_RETENTION": -1, "A2A_PAUSED_TASK_RETENTION": -1}
+    app = make_app(config=config)
+    task_ids = [send(app, "alice") for _ in range(2)]
+    result = run(app, "trim", "alice")
+    assert result.exit_code == 0
+    assert "retention is off" in result.output
+    store = app.extensions["a2a"].exchange.store
+    assert all(store.get_task(task_id) is not None for task_id in task_ids)
+
+
+# ------------------------------------------------------------------ call (a live agent)
+
+
+@pytest.fixture
+def agent() -> t.Iterator[tuple[Flask, str]]:
+    app = create_app({"TESTING": True, "A2A_KEEPALIVE_INTERVAL": 0.2})
+    try:
+        with serve(app) as base:
+            yield app, base
+    finally:
+        app.extensions["a2a"].exchange.shutdown(5)
+
+
+def test_call_prints_the_task(agent: tuple[Flask, str]) -> None:
+    app, base = agent
+    result = run(app, "call", base, "echo", "--text", "hi", "--data", '{"n": 1}',
+                 "--token", "alice-token")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("task ") and lines[0].endswith(": COMPLETED")
+    assert lines[1:] == ["  artifact echo:", "    hi", '    {"n": 1}']
+    task_id = lines[0].split()[1].rstrip(":")
+    assert app.extensions["a2a"].exchange.store.get_task(task_id, "alice") is not None
+
+
+def test_call_streams_one_line_per_event(agent: tuple[Flask, str]) -> None:
+    app, base = agent
+    result = run(app, "call", base + "/a2a", "countdown", "--data", '{"steps": 2, "delay": 0.01}',
+                 "--stream", "--token", "alice-token")
+    assert result.exit_code == 0, result.output
+    events = [line.split(None, 1)[1] for line in result.output.splitlines()]
+    assert events[0].startswith("SUBMITTED  task ")
+    assert events[1:] == [
+        "WORKING", "artifact countdown: 2...", "artifact countdown (+): 1...", "COMPLETED  liftoff"
+    ]
+    assert app.extensions["a2a"].exchange.seats.count("alice") == 0
+
+
+def test_call_json_output(agent: tuple[Flask, str]) -> None:
+    app, base = agent
+    result = run(app, "call", base, "echo", "--text", "x", "--json", "--token", "alice-token")
+    assert json.loads(result.output)["status"]["state"] == "TASK_STATE_COMPLETED"
+    streamed = run(app, "call", base, "echo", "--text", "x", "--json", "--stream",
+                   "--token", "alice-token")
+    kinds = [next(iter(json.loads(line))) for line in streamed.output.splitlines()]
+    assert kinds[0] == "task" and kinds[-1] == "statusUpdate"
+
+
+def test_call_entity_operation_and_resume(agent: tuple[Flask, str]) -> None:
+    app, base = agent
+    result = run(app, "call", base, "echo", "--operation", "list", "--arguments", '{"limit": 2}',
+                 "--token", "alice-token")
+    assert '{"skill": "echo", "operation": "list", "arguments": {"limit": 2}}' in result.output
+    asked = run(app, "call", base, "greet", "--text", "hi", "--token", "alice-token")
+    assert asked.exit_code == 0
+    task_id = asked.output.split()[1].rstrip(":")
+    done = run(app, "call", base, "greet", "--text", "Ada", "--task-id", task_id,
+               "--token", "alice-token")
+    assert done.output.splitlines()[-1] == "    Hello, Ada!"
+
+
+def test_call_refusals_exit_non_zero(agent: tuple[Flask, str]) -> None:
+    app, base = agent
+    exchange = app.extensions["a2a"].exchange
+    anonymous = run(app, "call", base, "echo", "--text", "hi")
+    assert anonymous.exit_code == 1
+    assert "UnauthenticatedError (-31401)" in anonymous.output
+    rejected = run(app, "call", base, "nope", "--token", "alice-token")
+    assert rejected.exit_code == 1
+    assert ": REJECTED" in rejected.output and 'unknown skill "nope"' in rejected.output
+    bad = run(app, "call", base, "echo", "--data", "{bad", "--token", "alice-token")
+    assert bad.exit_code == 2 and "--data" in bad.output
+    not_object = run(app, "call", base, "echo", "--operation", "get", "--arguments", "[1]",
+                     "--token", "alice-token")
+    assert not_object.exit_code == 2
+    assert len(exchange.store.export_owner("alice")["tasks"]) == 1  # only the rejected one
+    missing = run(app, "call", base + "/nowhere/", "echo", "--token", "alice-token")
+    assert missing.exit_code == 1
+
+
+def test_entry_point_registers_the_group() -> None:
+    env = {**os.environ, "FLASK_APP": "examples/agent.py"}
+    done = subprocess.run(
+        [sys.executable, "-m", "flask", "a2a", "skills"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[0] for line in done.stdout.splitlines()[1:]] == [
+        "echo", "countdown", "greet"
+    ]

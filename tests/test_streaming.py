@@ -1,0 +1,309 @@
+"""SendStreamingMessage and SubscribeToTask over the Flask test client: order, versions, seats."""
+
+from __future__ import annotations
+
+import json
+import threading
+import typing as t
+
+import pytest
+from flask import Flask
+
+from flask_a2a import Part, Skill, TaskContext
+from flask_a2a.testing import A2ATestClient
+from tests.conftest import Gate
+
+
+class Chunks:
+    """A handler that appends one chunk per release, so a test controls every event."""
+
+    def __init__(self, count: int = 3) -> None:
+        self.count = count
+        self.step = threading.Semaphore(0)
+        self.sent = threading.Event()
+        self.chunk_sent: list[threading.Event] = [threading.Event() for _ in range(count)]
+
+    def handler(self, task: TaskContext) -> None:
+        task.working()
+        artifact_id = None
+        for n in range(self.count):
+            while not self.step.acquire(timeout=0.01):
+                task.check()
+            artifact_id = task.artifact(
+                [Part(text=f"chunk-{n}")],
+                name="chunks",
+                artifact_id=artifact_id,
+                append=artifact_id is not None,
+                last_chunk=n == self.count - 1,
+            )
+            self.chunk_sent[n].set()
+
+
+def open_stream(client: A2ATestClient, method: str, params: t.Any, token: str = "alice") -> t.Any:
+    """POST a streaming call and return the unbuffered response (iterate ``.response``)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": "s-1", "method": method, "params": params})
+    return client.client.post(
+        client.path, data=body, headers=client.headers(token), buffered=False
+    )
+
+
+def frames(response: t.Any) -> t.Iterator[str]:
+    for chunk in response.response:
+        yield chunk.decode() if isinstance(chunk, bytes) else chunk
+
+
+def events_of(frame: str) -> t.Any:
+    assert frame.startswith("data: ") and frame.endswith("\n\n"), frame
+    return json.loads(frame[6:])
+
+
+def next_event(it: t.Iterator[str]) -> t.Any:
+    for frame in it:
+        if frame.startswith(":"):
+            continue
+        return events_of(frame)
+    raise AssertionError("stream ended")
+
+
+@pytest.fixture
+def chunks() -> Chunks:
+    return Chunks()
+
+
+@pytest.fixture
+def gate() -> Gate:
+    return Gate()
+
+
+@pytest.fixture
+def stream_app(make_app: t.Callable[..., Flask], chunks: Chunks, gate: Gate) -> Flask:
+    return make_app(
+        skills=[
+            Skill(id="chunks", name="Chunks", description="Chunks.", handler=chunks.handler),
+            Skill(id="gate", name="Gate", description="Gate.", handler=gate.handler),
+        ]
+    )
+
+
+@pytest.fixture
+def sclient(stream_app: Flask) -> A2ATestClient:
+    return A2ATestClient(stream_app, token="alice")
+
+
+def test_stream_sends_snapshot_then_events_in_order_then_closes(
+    sclient: A2ATestClient, chunks: Chunks
+) -> None:
+    for _ in range(chunks.count):
+        chunks.step.release()
+    response, events = sclient.stream(
+        "SendStreamingMessage", {"message": sclient.message("go", skill="chunks")}
+    )
+    assert response.status_code == 200
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    assert response.headers["Cache-Control"] == "no-store"
+    results = [e["result"] for e in events]
+    assert all(e["jsonrpc"] == "2.0" and e["id"] == events[0]["id"] for e in events)
+    assert all(len(r) == 1 for r in results)  # exactly one StreamResponse member
+    assert list(results[0]) == ["task"]
+    assert results[0]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    kinds = [next(iter(r)) for r in results[1:]]
+    assert kinds == ["statusUpdate", "artifactUpdate", "artifactUpdate", "artifactUpdate",
+                     "statusUpdate"]
+    texts = [r["artifactUpdate"]["artifact"]["parts"][0]["text"] for r in results[2:5]]
+    assert texts == ["chunk-0", "chunk-1", "chunk-2"]
+    assert [r["artifactUpdate"].get("append", False) for r in results[2:5]] == [False, True, True]
+    assert results[4]["artifactUpdate"]["lastChunk"] is True
+    assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_subscribe_skips_what_the_snapshot_already_holds(
+    sclient: A2ATestClient, chunks: Chunks
+) -> None:
+    task = sclient.send(skill="chunks", configuration={"returnImmediately": True})["task"]
+    chunks.step.release()
+    assert chunks.chunk_sent[0].wait(5)
+    stream = open_stream(sclient, "SubscribeToTask", {"id": task["id"]})
+    it = frames(stream)
+    snapshot = next_event(it)["result"]["task"]
+    assert snapshot["artifacts"][0]["parts"] == [{"text": "chunk-0"}]
+    chunks.step.release()
+    chunks.step.release()
+    rest = [e["result"] for e in map(events_of, (f for f in it if not f.startswith(":")))]
+    appended = [r["artifactUpdate"]["artifact"]["parts"][0]["text"] for r in rest
+                if "artifactUpdate" in r]
+    assert appended == ["chunk-1", "chunk-2"]  # chunk-0 is never applied twice
+    assert rest[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    final = sclient.rpc("GetTask", {"id": task["id"]}).result
+    assert [p["text"] for p in final["artifacts"][0]["parts"]] == ["chunk-0", "chunk-1", "chunk-2"]
+
+
+def test_keepalive_comment_paces_an_idle_stream(sclient: A2ATestClient, gate: Gate) -> None:
+    stream = open_stream(sclient, "SendStreamingMessage", {"message": sclient.message(skill="gate")})
+    it = frames(stream)
+    next_event(it)  # snapshot
+    seen = []
+    for frame in it:
+        seen.append(frame)
+        if frame == ": keep-alive\n\n":
+            break
+    assert ": keep-alive\n\n" in seen
+    gate.release.set()
+    rest = [events_of(f)["result"] for f in it if not f.startswith(":")]
+    assert rest[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_errors_before_the_first_event_are_plain_json(sclient: A2ATestClient) -> None:
+    missing = sclient.rpc("SubscribeToTask", {"id": "no-such-task"})
+    assert missing.headers["Content-Type"] == "application/json"
+    assert missing.code == -32001
+    done = sclient.send("x", skill="chunks", configuration={"returnImmediately": True})["task"]
+    sclient.rpc("CancelTask", {"id": done["id"]})
+    terminal = sclient.rpc("SubscribeToTask", {"id": done["id"]})
+    assert terminal.code == -32004
+    bad = sclient.rpc("SendStreamingMessage", {"message": {"role": "ROLE_USER"}})
+    assert bad.code == -32602
+
+
+def test_subscribe_is_owner_scoped(sclient: A2ATestClient, gate: Gate) -> None:
+    task = sclient.send(skill="gate", configuration={"returnImmediately": True})["task"]
+    assert gate.entered.wait(5)
+    for token in ("bob", "alice-read", "alice-t2"):
+        assert sclient.rpc("SubscribeToTask", {"id": task["id"]}, token=token).code == -32001
+    gate.release.set()
+
+
+def test_seat_cap_refuses_with_429_and_writes_nothing(
+    make_app: t.Callable[..., Flask], gate: Gate
+) -> None:
+    app = make_app(
+        skills=[Skill(id="gate", name="Gate", description="Gate.", handler=gate.handler)],
+        config={"A2A_MAX_STREAM_SEATS_PER_OWNER": 1},
+    )
+    client = A2ATestClient(app, token="alice")
+    first = open_stream(client, "SendStreamingMessage", {"message": client.message(skill="gate")})
+    it = frames(first)
+    next_event(it)
+    exchange = app.extensions["a2a"].exchange
+    runs_before = exchange.slots.held("alice")
+    refused = client.rpc("SendStreamingMessage", {"message": client.message(skill="gate")})
+    assert refused.status == 429
+    assert refused.code == -31429
+    assert client.rpc("ListTasks", {}).result["totalSize"] == 1  # no task row written
+    assert exchange.slots.held("alice") == runs_before  # no run slot taken
+    other = open_stream(client, "SendStreamingMessage", {"message": client.message(skill="gate")},
+                        token="bob")
+    assert other.status_code == 200  # another owner has their own seats
+    gate.release.set()
+    list(it)
+    list(frames(other))
+
+
+def test_evict_oldest_closes_the_oldest_stream(make_app: t.Callable[..., Flask], gate: Gate) -> None:
+    app = make_app(
+        skills=[Skill(id="gate", name="Gate", description="Gate.", handler=gate.handler)],
+        config={"A2A_MAX_STREAM_SEATS_PER_OWNER": 1, "A2A_STREAM_SEAT_OVERFLOW": "evict-oldest"},
+    )
+    client = A2ATestClient(app, token="alice")
+    task = client.send(skill="gate", configuration={"returnImmediately": True})["task"]
+    first = frames(open_stream(client, "SubscribeToTask", {"id": task["id"]}))
+    next_event(first)
+    second = frames(open_stream(client, "SubscribeToTask", {"id": task["id"]}))
+    next_event(second)
+    assert [f for f in first if not f.startswith(":")] == []  # the oldest ended, no more events
+    gate.release.set()
+    rest = [events_of(f)["result"] for f in second if not f.startswith(":")]
+    assert rest[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_client_gone_before_first_event_still_runs_the_task(
+    sclient: A2ATestClient, stream_app: Flask, chunks: Chunks
+) -> None:
+    for _ in range(chunks.count):
+        chunks.step.release()
+    stream = open_stream(sclient, "SendStreamingMessage", {"message": sclient.message(skill="chunks")})
+    stream.close()  # never read a single event
+    exchange = stream_app.extensions["a2a"].exchange
+    assert exchange.seats.count("alice") == 0  # the seat is free at once
+    assert chunks.chunk_sent[-1].wait(5)
+    tasks = sclient.rpc("ListTasks", {}).result["tasks"]
+    task_id = tasks[0]["id"]
+    run = exchange._runs.get(task_id)
+    if run is not None:
+        assert run.done.wait(5)
+    assert sclient.rpc("GetTask", {"id": task_id}).result["status"]["state"] == (
+        "TASK_STATE_COMPLETED"
+    )
+
+
+def test_client_leaving_mid_stream_frees_its_seat(
+    sclient: A2ATestClient, stream_app: Flask, gate: Gate
+) -> None:
+    stream = open_stream(sclient, "SendStreamingMessage", {"message": sclient.message(skill="gate")})
+    next_event(frames(stream))
+    exchange = stream_app.extensions["a2a"].exchange
+    assert exchange.seats.count("alice") == 1
+    stream.close()
+    assert exchange.seats.count("alice") == 0
+    gate.release.set()
+
+
+def test_stream_closes_at_input_required_and_resume_streams_on(
+    make_app: t.Callable[..., Flask],
+) -> None:
+    def ask(task: TaskContext) -> None:
+        if len(task.history) < 2:
+            task.require_input("name?")
+            return
+        task.artifact([Part(text=f"hi {task.message.text}")], name="greeting")
+
+    app = make_app(skills=[Skill(id="ask", name="Ask", description="Ask.", handler=ask)])
+    client = A2ATestClient(app, token="alice")
+    _, events = client.stream("SendStreamingMessage", {"message": client.message(skill="ask")})
+    last = events[-1]["result"]["statusUpdate"]
+    assert last["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    task_id = last["taskId"]
+    _, events = client.stream(
+        "SendStreamingMessage", {"message": client.message("Ada", task_id=task_id)}
+    )
+    snapshot = events[0]["result"]["task"]
+    assert snapshot["status"]["state"] == "TASK_STATE_WORKING"
+    assert [m["role"] for m in snapshot["history"]] == ["ROLE_USER", "ROLE_AGENT", "ROLE_USER"]
+    assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    artifact = events[-2]["result"]["artifactUpdate"]["artifact"]
+    assert artifact["parts"] == [{"text": "hi Ada"}]
+
+
+def test_cancel_reaches_every_subscriber(sclient: A2ATestClient, gate: Gate) -> None:
+    task = sclient.send(skill="gate", configuration={"returnImmediately": True})["task"]
+    assert gate.entered.wait(5)
+    streams = [frames(open_stream(sclient, "SubscribeToTask", {"id": task["id"]}))
+               for _ in range(3)]
+    for it in streams:
+        next_event(it)
+    assert sclient.rpc("CancelTask", {"id": task["id"]}).result["status"]["state"] == (
+        "TASK_STATE_CANCELED"
+    )
+    for it in streams:
+        rest = [events_of(f)["result"] for f in it if not f.startswith(":")]
+        assert rest[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
+    gate.release.set()
+    assert sclient.rpc("GetTask", {"id": task["id"]}).result["status"]["state"] == (
+        "TASK_STATE_CANCELED"
+    )
+
+
+def test_a_subscriber_that_falls_behind_is_closed(
+    sclient: A2ATestClient, stream_app: Flask, chunks: Chunks
+) -> None:
+    exchange = stream_app.extensions["a2a"].exchange
+    exchange.bus.queue_limit = 1
+    task = sclient.send(skill="chunks", configuration={"returnImmediately": True})["task"]
+    stream = frames(open_stream(sclient, "SubscribeToTask", {"id": task["id"]}))
+    next_event(stream)
+    for n in range(chunks.count):  # three events land while the reader is not reading
+        chunks.step.release()
+        assert chunks.chunk_sent[n].wait(5)
+    rest = [events_of(f)["result"] for f in stream if not f.startswith(":")]
+    assert len(rest) < 4  # it was cut, not allowed to hold the run back
+    state = sclient.rpc("GetTask", {"id": task["id"]}).result["status"]["state"]
+    assert state in ("TASK_STATE_WORKING", "TASK_STATE_COMPLETED")
