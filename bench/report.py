@@ -4,121 +4,153 @@ from __future__ import annotations
 
 import typing as t
 
+Row = dict[str, t.Any]
 
-def _row(rows: list[dict[str, t.Any]], name: str) -> dict[str, t.Any] | None:
+HEADER: t.Final = (
+    "| server | store | workers | c=1 req/s | c=1 p50 ms | c=1 p99 ms | c=32 req/s "
+    "| c=32 p50 ms | c=32 p99 ms | server CPU ms/req | RSS MB | other load (cores) | bad |"
+)
+ALIGN: t.Final = "| --- | --- |" + " --: |" * 11
+
+
+def _row(rows: list[Row], name: str) -> Row | None:
     return next((r for r in rows if r["name"] == name), None)
 
 
-def _ratio(a: dict[str, t.Any] | None, b: dict[str, t.Any] | None, key: str = "c32") -> float | None:
+def _ratio(a: Row | None, b: Row | None, key: str = "c32") -> float | None:
     if a is None or b is None or not b[key]["rps"]:
         return None
     return float(a[key]["rps"]) / float(b[key]["rps"])
 
 
-def _cost_ratio(a: dict[str, t.Any] | None, b: dict[str, t.Any] | None) -> float | None:
+def _cost_ratio(a: Row | None, b: Row | None) -> float | None:
     """b's server CPU per request over a's: the throughput ratio a saturated core would give."""
     if a is None or b is None or not a["c32"]["server_cpu_ms_per_req"]:
         return None
     return float(b["c32"]["server_cpu_ms_per_req"]) / float(a["c32"]["server_cpu_ms_per_req"])
 
 
+def _fmt(value: float | None, pct: bool = True) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value * 100:.0f} %" if pct else f"{value:.2f}x"
+
+
 def _verdict(value: float | None, target: float, pct: bool = True) -> str:
     if value is None:
         return "n/a (row skipped)"
-    shown = f"{value * 100:.0f} %" if pct else f"{value:.2f}x"
-    wanted = f"{target * 100:.0f} %" if pct else f"{target:.0f}x"
-    return f"{shown} (target >= {wanted}: {'met' if value >= target else 'MISSED'})"
+    met = "met" if value >= target else "MISSED"
+    return f"{_fmt(value, pct)} (target >= {_fmt(target, pct)}: {met})"
+
+
+def _table(rows: list[Row]) -> list[str]:
+    out = [HEADER, ALIGN]
+    for r in rows:
+        c1, c32 = r["c1"], r["c32"]
+        bad = c1["bad"] + c32["bad"] + c1["socket_errors"] + c32["socket_errors"]
+        other = max(c1["other_load_cores"], c32["other_load_cores"])
+        cells = [
+            r["label"], r["store"], str(r["workers"]),
+            f"{c1['rps']:.0f}", f"{c1['p50_ms']:.2f}", f"{c1['p99_ms']:.2f}",
+            f"{c32['rps']:.0f}", f"{c32['p50_ms']:.2f}", f"{c32['p99_ms']:.2f}",
+            f"{c32['server_cpu_ms_per_req']:.3f}", f"{r['rss_mb']:.1f}", f"{other:.2f}",
+            str(bad),
+        ]  # fmt: skip
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def _ratios(rows: list[Row]) -> list[str]:
+    bare1, bare2 = _row(rows, "bare-1w"), _row(rows, "bare-2w")
+    mem1, mem2 = _row(rows, "a2a-memory-1w"), _row(rows, "a2a-memory-2w")
+    pg1, sdk = _row(rows, "a2a-postgres-1w"), _row(rows, "sdk-1w")
+    intro = (
+        "Requests/s at concurrency 32; in brackets the same at c=1, and the ratio of server "
+        "CPU per request at c=32, which other load on the machine disturbs less."
+    )
+    return [
+        "## Ratios",
+        "",
+        intro,
+        "",
+        (f"- flask_a2a (memory, 1 worker) / bare Flask (1 worker): "
+        f"{_verdict(_ratio(mem1, bare1), 0.5)} [c=1: {_fmt(_ratio(mem1, bare1, 'c1'))}; "
+        f"CPU: {_fmt(_cost_ratio(mem1, bare1))}]"),
+        (f"- flask_a2a (memory, 2 workers) / bare Flask (2 workers): "
+        f"{_verdict(_ratio(mem2, bare2), 0.5)} [CPU: {_fmt(_cost_ratio(mem2, bare2))}]"),
+        (f"- flask_a2a (memory, 1 worker) / a2a-sdk (1 uvicorn worker): "
+        f"{_verdict(_ratio(mem1, sdk), 4.0, pct=False)} "
+        f"[c=1: {_fmt(_ratio(mem1, sdk, 'c1'), False)}; "
+        f"CPU: {_fmt(_cost_ratio(mem1, sdk), False)}]"),
+        (f"- flask_a2a (PostgreSQL, 1 worker) / bare Flask (1 worker): "
+        f"{_verdict(_ratio(pg1, bare1), 0.25)} [c=1: {_fmt(_ratio(pg1, bare1, 'c1'))}; "
+        f"CPU: {_fmt(_cost_ratio(pg1, bare1))}]"),
+    ]
+
+
+def _streams(s: dict[str, t.Any]) -> list[str]:
+    kb = s["kb_per_stream"]
+    return [
+        "## Idle streams on one gevent worker",
+        "",
+        (f"- {s['opened']} of {s['streams']} SubscribeToTask streams open in {s['open_s']} s "
+        "(one held task; seats and run caps raised)"),
+        (f"- worker RSS {s['rss_before_mb']} MB -> {s['rss_after_mb']} MB: **{kb} KB per "
+        f"stream** (target <= 25 KB: {'met' if kb <= 25 else 'MISSED'}); "
+        f"{s['kb_per_stream_at_open']} KB right after opening"),
+        (f"- {s['alive_after_two_keepalives']} of {s['streams']} still open with two "
+        f"`: keep-alive` each after two {s['keepalive_s']} s intervals; "
+        f"{s['got_final_event']} got the COMPLETED event once the gate opened"),
+    ]
+
+
+def _listing(lst: dict[str, t.Any]) -> list[str]:
+    small, large = lst["sizes"]
+    a, b = lst[str(small)], lst[str(large)]
+    ratio = lst["ratio"]
+    met = "met" if ratio is not None and ratio <= 2 else "MISSED"
+    return [
+        "## ListTasks on PostgreSQL (pageSize=50, concurrency 1, one worker)",
+        "",
+        f"- owner with {small:,} tasks: p50 {a['p50_ms']:.2f} ms, p99 {a['p99_ms']:.2f} ms",
+        f"- owner with {large:,} tasks: p50 {b['p50_ms']:.2f} ms, p99 {b['p99_ms']:.2f} ms",
+        f"- ratio {ratio}x (target within 2x: {met}); seeded in {lst['seed_s']} s",
+    ]
 
 
 def markdown(results: dict[str, t.Any]) -> str:
     env = results.get("environment", {})
-    rows: list[dict[str, t.Any]] = results.get("rows", [])
-    out = [
-        "# flask_a2a benchmark",
-        "",
+    rows: list[Row] = results.get("rows", [])
+    intro = (
         f"{env.get('date', '')}; {env.get('cpu', '?')}, {env.get('cores', '?')} cores "
         f"({env.get('shared_machine', '')}); Python {env.get('python', '')}, Flask "
         f"{env.get('flask', '')}, gunicorn {env.get('gunicorn', '')} `-k gevent` (gevent "
         f"{env.get('gevent', '')}); a2a-sdk / uvicorn {env.get('sdk', '') or 'n/a'}; load "
         f"generator {env.get('generator', '')} (1 thread, keep-alive); run took "
-        f"{results.get('elapsed_s', '?')} s. All on 127.0.0.1, one server at a time.",
-        "",
-        "| server | store | workers | c=1 req/s | c=1 p50 ms | c=1 p99 ms | c=32 req/s "
-        "| c=32 p50 ms | c=32 p99 ms | server CPU ms/req | RSS MB | other load (cores) | bad |",
-        "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |",
-    ]
-    for r in rows:
-        c1, c32 = r["c1"], r["c32"]
-        bad = c1["bad"] + c32["bad"] + c1["socket_errors"] + c32["socket_errors"]
-        out.append(
-            f"| {r['label']} | {r['store']} | {r['workers']} | {c1['rps']:.0f} | "
-            f"{c1['p50_ms']:.2f} | {c1['p99_ms']:.2f} | {c32['rps']:.0f} | {c32['p50_ms']:.2f} | "
-            f"{c32['p99_ms']:.2f} | {c32['server_cpu_ms_per_req']:.3f} | {r['rss_mb']:.1f} | "
-            f"{max(c1['other_load_cores'], c32['other_load_cores']):.2f} | {bad} |"
+        f"{results.get('elapsed_s', '?')} s. All on 127.0.0.1, one server at a time."
+    )
+    plan = results.get("plan") or {}
+    if plan:
+        intro += (
+            f" Each load level: {plan['repeats']} run(s) of {plan['duration']:.0f} s after a "
+            f"{plan['warmup']} s warm-up, the best reported."
         )
-    bare1, bare2 = _row(rows, "bare-1w"), _row(rows, "bare-2w")
-    mem1, mem2 = _row(rows, "a2a-memory-1w"), _row(rows, "a2a-memory-2w")
-    pg1, sdk = _row(rows, "a2a-postgres-1w"), _row(rows, "sdk-1w")
-    out += [
-        "",
-        "## Ratios",
-        "",
-        "Requests/s at concurrency 32; in brackets the same at c=1, and the ratio of server CPU "
-        "per request (c=32), which other load on the machine disturbs less.",
-        "",
-        f"- flask_a2a (memory, 1 worker) / bare Flask (1 worker): {_verdict(_ratio(mem1, bare1), 0.5)}"
-        f" [c=1: {_fmt(_ratio(mem1, bare1, 'c1'))}; CPU: {_fmt(_cost_ratio(mem1, bare1))}]",
-        f"- flask_a2a (memory, 2 workers) / bare Flask (2 workers): {_verdict(_ratio(mem2, bare2), 0.5)}",
-        f"- flask_a2a (memory, 1 worker) / a2a-sdk (1 uvicorn worker): "
-        f"{_verdict(_ratio(mem1, sdk), 4.0, pct=False)} [c=1: {_fmt(_ratio(mem1, sdk, 'c1'), False)}; "
-        f"CPU: {_fmt(_cost_ratio(mem1, sdk), False)}]",
-        f"- flask_a2a (PostgreSQL, 1 worker) / bare Flask (1 worker): {_verdict(_ratio(pg1, bare1), 0.25)}"
-        f" [c=1: {_fmt(_ratio(pg1, bare1, 'c1'))}; CPU: {_fmt(_cost_ratio(pg1, bare1))}]",
-    ]
-    streams = results.get("streams") or {}
-    if streams:
-        kb = streams["kb_per_stream"]
-        out += [
-            "",
-            "## Idle streams on one gevent worker",
-            "",
-            f"- {streams['opened']} of {streams['streams']} SubscribeToTask streams open in "
-            f"{streams['open_s']} s (one held task; seats and run caps raised)",
-            f"- worker RSS {streams['rss_before_mb']} MB -> {streams['rss_after_mb']} MB: "
-            f"**{kb} KB per stream** (target <= 25 KB: {'met' if kb <= 25 else 'MISSED'}); "
-            f"{streams['kb_per_stream_at_open']} KB right after opening",
-            f"- {streams['alive_after_two_keepalives']} of {streams['streams']} still open with two "
-            f"`: keep-alive` each after two {streams['keepalive_s']} s intervals; "
-            f"{streams['got_final_event']} got the COMPLETED event once the gate opened",
-        ]
-    listing = results.get("list") or {}
-    if listing:
-        small, large = listing["sizes"]
-        a, b = listing[str(small)], listing[str(large)]
-        ratio = listing["ratio"]
-        out += [
-            "",
-            "## ListTasks on PostgreSQL (pageSize=50, concurrency 1, one worker)",
-            "",
-            f"- owner with {small:,} tasks: p50 {a['p50_ms']:.2f} ms, p99 {a['p99_ms']:.2f} ms",
-            f"- owner with {large:,} tasks: p50 {b['p50_ms']:.2f} ms, p99 {b['p99_ms']:.2f} ms",
-            f"- ratio {ratio}x (target within 2x: "
-            f"{'met' if ratio is not None and ratio <= 2 else 'MISSED'}); seeded in "
-            f"{listing['seed_s']} s",
-        ]
+    out = ["# flask_a2a benchmark", "", intro, ""]
+    out += _table(rows)
+    out += [""] + _ratios(rows)
+    if results.get("streams"):
+        out += [""] + _streams(results["streams"])
+    if results.get("list"):
+        out += [""] + _listing(results["list"])
     skipped = results.get("skipped") or []
     if skipped:
         out += ["", "## Skipped", ""] + [f"- {s['name']}: {s['reason']}" for s in skipped]
     bad = [
         f"- {r['name']} c={c}: {r[f'c{c}']['bad']} bad, e.g. {r[f'c{c}']['sample_bad']}"
-        for r in rows for c in (1, 32) if r[f"c{c}"]["bad"]
+        for r in rows
+        for c in (1, 32)
+        if r[f"c{c}"]["bad"]
     ]
     if bad:
         out += ["", "## Bad answers", ""] + bad
     return "\n".join(out) + "\n"
-
-
-def _fmt(value: float | None, pct: bool = True) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value * 100:.0f} %" if pct else f"{value:.2f}x"

@@ -111,7 +111,8 @@ class _Pool:
 
     def pump(self, until: float, stop: t.Callable[[], bool] | None = None) -> None:
         while time.monotonic() < until and not (stop is not None and stop()):
-            for key, events in self.sel.select(timeout=min(0.2, max(0.0, until - time.monotonic()))):
+            wait = min(0.2, max(0.0, until - time.monotonic()))
+            for key, events in self.sel.select(timeout=wait):
                 self._event(key.data, events)
 
     def close(self) -> None:

@@ -86,7 +86,36 @@ class Seats:
         return len(self._held.get(owner, ()))
 
 
-def relay(
+class Relay:
+    """A stream body: iterates the relay generator; ``close()`` frees the seat even when the
+    client left before the generator ever started (closing an unstarted generator runs no
+    ``finally``)."""
+
+    def __init__(self, events: t.Iterator[str], subscription: Subscription, seat: Seat) -> None:
+        self._events = events
+        self._subscription = subscription
+        self._seat = seat
+
+    def __iter__(self) -> t.Iterator[str]:
+        return self._events
+
+    def __next__(self) -> str:
+        return next(self._events)
+
+    def close(self) -> None:
+        close = getattr(self._events, "close", None)
+        if close is not None:
+            close()
+        self._subscription.close()
+        self._seat.release()
+
+
+def relay(**kwargs: t.Any) -> Relay:
+    """The body of one stream (see :func:`_relay` for the parameters)."""
+    return Relay(_relay(**kwargs), kwargs["subscription"], kwargs["seat"])
+
+
+def _relay(
     *,
     first: str,
     first_version: int,

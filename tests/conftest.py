@@ -80,9 +80,9 @@ def make_store() -> t.Callable[[], t.Any]:
 
 
 @pytest.fixture
-def make_app(make_runner: t.Callable[..., t.Any], make_store: t.Callable[[], t.Any]) -> t.Callable[
-    ..., Flask
-]:
+def make_app(
+    make_runner: t.Callable[..., t.Any], make_store: t.Callable[[], t.Any]
+) -> t.Iterator[t.Callable[..., Flask]]:
     """Build a fresh TESTING app: ``make_app(skills=[...], config={...}, **A2A options)``."""
     exchanges: list[t.Any] = []
 

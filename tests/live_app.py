@@ -1,12 +1,11 @@
 """The app the live tests run under gunicorn: demo tokens, an echo, and a gate a test opens.
 
-Settings come from ``A2A_*`` environment variables (JSON values), so each test picks its own.
+Settings come from ``FLASK_A2A_*`` environment variables (Flask's ``from_prefixed_env``).
 ``POST /test/release`` opens the gate for every run waiting on it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 
@@ -29,20 +28,9 @@ def echo(task: TaskContext) -> None:
     task.artifact([Part(text=task.message.text)], name="echo")
 
 
-def env_config() -> dict[str, object]:
-    config: dict[str, object] = {}
-    for key, raw in os.environ.items():
-        if key.startswith("A2A_"):
-            try:
-                config[key] = json.loads(raw)
-            except ValueError:
-                config[key] = raw
-    return config
-
-
 def create_app() -> Flask:
     app = Flask(__name__)
-    app.config.update(env_config())
+    app.config.from_prefixed_env()  # FLASK_A2A_KEEPALIVE_INTERVAL=0.5 -> A2A_KEEPALIVE_INTERVAL
     A2A(
         app,
         skills=[

@@ -8,7 +8,6 @@ the machine) and how a ``sleepy`` handler ended on this replica.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import typing as t
@@ -44,22 +43,11 @@ def steps(task: TaskContext) -> None:
         task.artifact([Part(text=f"step {i}")], artifact_id=artifact_id, append=True)
 
 
-def settings_from_env() -> dict[str, t.Any]:
-    config: dict[str, t.Any] = {}
-    for key, raw in os.environ.items():
-        if key.startswith("A2A_"):
-            try:
-                config[key] = json.loads(raw)
-            except ValueError:
-                config[key] = raw
-    return config
-
-
 def create_app() -> Flask:
     app = Flask(__name__)
-    app.config.update(settings_from_env())
+    app.config.from_prefixed_env()  # FLASK_A2A_* -> A2A_*
     store = SQLStore(
-        engine_from_url(os.environ["A2A_DATABASE_URL"]),
+        engine_from_url(os.environ["FLASK_A2A_DATABASE_URL"]),
         os.environ["A2A_TEST_TABLE_PREFIX"],
     )
     A2A(

@@ -81,8 +81,8 @@ class Gunicorn:
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> t.Iterator[Gunicorn]:
-    env = {"A2A_KEEPALIVE_INTERVAL": "0.5", "A2A_MAX_STREAM_SEATS_PER_OWNER": "-1",
-           "A2A_MAX_CONCURRENT_RUNS_PER_OWNER": "-1"}
+    env = {"FLASK_A2A_KEEPALIVE_INTERVAL": "0.5", "FLASK_A2A_MAX_STREAM_SEATS_PER_OWNER": "-1",
+           "FLASK_A2A_MAX_CONCURRENT_RUNS_PER_OWNER": "-1"}
     env.update(getattr(request, "param", {}))
     gunicorn = Gunicorn("tests.live_app:create_app()", env)
     yield gunicorn

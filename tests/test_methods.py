@@ -214,7 +214,8 @@ def test_negative_history_length_on_send_is_refused_before_writing(
 
 def test_get_task_history_length(client: A2ATestClient) -> None:
     first = paused_task(client)
-    client.rpc("SendMessage", send_params("second", "ask", task_id=first["id"])).result
+    resumed = client.rpc("SendMessage", send_params("second", "ask", task_id=first["id"])).result
+    assert state(resumed["task"]) == "TASK_STATE_COMPLETED"
     full = client.rpc("GetTask", {"id": first["id"]}).result["history"]
     assert len(full) == 4
     assert "history" not in client.rpc("GetTask", {"id": first["id"], "historyLength": 0}).result
@@ -356,7 +357,8 @@ def test_list_orders_by_status_timestamp_not_creation(client: A2ATestClient) -> 
     next_millisecond()
     later = client.send("x", skill="echo")["task"]
     next_millisecond()
-    client.rpc("SendMessage", send_params("again", "ask", task_id=paused["id"])).result
+    again = client.rpc("SendMessage", send_params("again", "ask", task_id=paused["id"])).result
+    assert state(again["task"]) == "TASK_STATE_COMPLETED"
     ids = [task["id"] for task in client.rpc("ListTasks", {}).result["tasks"]]
     assert ids == [paused["id"], later["id"]]
 

@@ -306,10 +306,10 @@ def live_pair(pg_engine: t.Any) -> t.Iterator[tuple[Replica, Replica]]:
 
     prefix = f"a2a_{uuid.uuid4().hex[:10]}_"
     env = {
-        "A2A_DATABASE_URL": pg_url(),
+        "FLASK_A2A_DATABASE_URL": pg_url(),
         "A2A_TEST_TABLE_PREFIX": prefix,
-        "A2A_REPLICA_POLL_INTERVAL": str(LIVE_POLL),
-        "A2A_KEEPALIVE_INTERVAL": "5",
+        "FLASK_A2A_REPLICA_POLL_INTERVAL": str(LIVE_POLL),
+        "FLASK_A2A_KEEPALIVE_INTERVAL": "5",
     }
     started: list[Replica] = []
     try:

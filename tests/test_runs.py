@@ -11,7 +11,7 @@ import typing as t
 import pytest
 from flask import Flask
 
-from flask_a2a import Part, Skill, TaskContext, TaskTimedOut
+from flask_a2a import Message, Part, Role, Skill, TaskContext, TaskTimedOut
 from flask_a2a.errors import UnencodableDataError
 from flask_a2a.model import utcnow
 from flask_a2a.store import MemoryStore
@@ -98,10 +98,12 @@ def app_with(
     make_app: t.Callable[..., Flask],
     gate: Gate | None = None,
     config: dict[str, t.Any] | None = None,
+    *,
+    runner: t.Any = None,
+    store: t.Any = None,
     **handlers: t.Callable[[TaskContext], None],
 ) -> tuple[Flask, A2ATestClient]:
-    runner = handlers.pop("runner", None)  # type: ignore[arg-type]
-    store = handlers.pop("store", None)  # type: ignore[arg-type]
+    """An app serving echo, ask, the gate and ``handlers`` (skill id -> handler)."""
     handlers.setdefault("echo", echo)
     handlers.setdefault("ask", ask)
     if gate is not None:
@@ -191,8 +193,8 @@ def test_full_run_pool_refuses_before_writing(
     app, client = app_with(
         make_app, gate, {"A2A_MAX_CONCURRENT_RUNS_PER_OWNER": 2}, runner=make_runner(2)
     )
-    start_gate(client).result
-    start_gate(client, token="bob").result
+    assert state(start_gate(client).result["task"]) == "TASK_STATE_SUBMITTED"
+    assert state(start_gate(client, token="bob").result["task"]) == "TASK_STATE_SUBMITTED"
     for token in ("alice", "alice", "alice", "bob"):
         assert start_gate(client, token=token).code == -32004
     assert count_tasks(app) == 1 and count_tasks(app, "bob") == 1
@@ -200,7 +202,9 @@ def test_full_run_pool_refuses_before_writing(
     exchange = exchange_of(app)
     assert exchange.slots.held("alice") == 1
     bob_gate = exchange.store.export_owner("bob")["tasks"][0]["task"]["id"]
-    client.rpc("CancelTask", {"id": bob_gate}, token="bob").result
+    assert state(client.rpc("CancelTask", {"id": bob_gate}, token="bob").result) == (
+        "TASK_STATE_CANCELED"
+    )
     assert wait_for(lambda: exchange.slots.held("bob") == 0)
     assert state(start_gate(client).result["task"]) == "TASK_STATE_SUBMITTED"
     gate.release.set()
@@ -216,7 +220,7 @@ def test_resume_while_slots_are_taken_leaves_the_paused_task_as_it_was(
     paused = client.send("first", skill="ask")["task"]
     assert state(paused) == "TASK_STATE_INPUT_REQUIRED"
     before = store.get_task(paused["id"])
-    start_gate(client).result
+    assert state(start_gate(client).result["task"]) == "TASK_STATE_SUBMITTED"
     assert gate.entered.wait(5)
     writes = store.updates
     resume = {"message": A2ATestClient.message("second", skill="ask", task_id=paused["id"])}
@@ -408,9 +412,7 @@ def test_unencodable_data_fails_only_that_mutation(
         attempts: list[t.Callable[[], t.Any]] = [
             lambda: task.artifact([Part(data={"value": bad})]),
             lambda: task.artifact([Part(text="x")], metadata={"value": bad}),
-            lambda: task.complete(
-                t.cast(t.Any, None) or _message_with(task, bad)
-            ),
+            lambda: task.complete(Message("m-bad", Role.AGENT, (Part(data=bad),))),
         ]
         for attempt in attempts:
             try:
@@ -426,12 +428,6 @@ def test_unencodable_data_fails_only_that_mutation(
     assert caught == ["refused"] * 3
     assert state(task) == "TASK_STATE_COMPLETED"
     assert [a["name"] for a in task["artifacts"]] == ["fine"]
-
-
-def _message_with(task: TaskContext, bad: t.Any) -> t.Any:
-    from flask_a2a import Message, Role
-
-    return Message("m-bad", Role.AGENT, (Part(data=bad),))
 
 
 def test_unencodable_data_left_uncaught_fails_the_task(make_app: t.Callable[..., Flask]) -> None:

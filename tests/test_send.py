@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+import typing as t
+
+from flask import Flask
+
+from flask_a2a import Skill, TaskContext
 from flask_a2a.testing import A2ATestClient
 
 
@@ -26,3 +32,21 @@ def test_unknown_skill_is_rejected_naming_only_the_asked_skill(client: A2ATestCl
     text = task["status"]["message"]["parts"][0]["text"]
     assert '"purge"' in text
     assert "echo" not in text
+
+
+def test_blocking_send_answers_at_the_pause_not_at_handler_return(
+    make_app: t.Callable[..., Flask],
+) -> None:
+    release, returned = threading.Event(), threading.Event()
+
+    def ask_then_linger(task: TaskContext) -> None:
+        task.require_input("name?")
+        release.wait(10)  # the handler goes on after pausing; the answer must not wait for it
+        returned.set()
+
+    skill = Skill(id="ask", name="Ask", description="Ask.", handler=ask_then_linger)
+    client = A2ATestClient(make_app(skills=[skill]), token="alice")
+    task = client.send("hi", skill="ask")["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert not returned.is_set()
+    release.set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 import typing as t
@@ -138,7 +139,8 @@ def test_subscribe_skips_what_the_snapshot_already_holds(
 
 
 def test_keepalive_comment_paces_an_idle_stream(sclient: A2ATestClient, gate: Gate) -> None:
-    stream = open_stream(sclient, "SendStreamingMessage", {"message": sclient.message(skill="gate")})
+    message = {"message": sclient.message(skill="gate")}
+    stream = open_stream(sclient, "SendStreamingMessage", message)
     it = frames(stream)
     next_event(it)  # snapshot
     seen = []
@@ -198,7 +200,9 @@ def test_seat_cap_refuses_with_429_and_writes_nothing(
     list(frames(other))
 
 
-def test_evict_oldest_closes_the_oldest_stream(make_app: t.Callable[..., Flask], gate: Gate) -> None:
+def test_evict_oldest_closes_the_oldest_stream(
+    make_app: t.Callable[..., Flask], gate: Gate
+) -> None:
     app = make_app(
         skills=[Skill(id="gate", name="Gate", description="Gate.", handler=gate.handler)],
         config={"A2A_MAX_STREAM_SEATS_PER_OWNER": 1, "A2A_STREAM_SEAT_OVERFLOW": "evict-oldest"},
@@ -220,7 +224,8 @@ def test_client_gone_before_first_event_still_runs_the_task(
 ) -> None:
     for _ in range(chunks.count):
         chunks.step.release()
-    stream = open_stream(sclient, "SendStreamingMessage", {"message": sclient.message(skill="chunks")})
+    message = {"message": sclient.message(skill="chunks")}
+    stream = open_stream(sclient, "SendStreamingMessage", message)
     stream.close()  # never read a single event
     exchange = stream_app.extensions["a2a"].exchange
     assert exchange.seats.count("alice") == 0  # the seat is free at once
@@ -238,7 +243,8 @@ def test_client_gone_before_first_event_still_runs_the_task(
 def test_client_leaving_mid_stream_frees_its_seat(
     sclient: A2ATestClient, stream_app: Flask, gate: Gate
 ) -> None:
-    stream = open_stream(sclient, "SendStreamingMessage", {"message": sclient.message(skill="gate")})
+    message = {"message": sclient.message(skill="gate")}
+    stream = open_stream(sclient, "SendStreamingMessage", message)
     next_event(frames(stream))
     exchange = stream_app.extensions["a2a"].exchange
     assert exchange.seats.count("alice") == 1
@@ -307,3 +313,29 @@ def test_a_subscriber_that_falls_behind_is_closed(
     assert len(rest) < 4  # it was cut, not allowed to hold the run back
     state = sclient.rpc("GetTask", {"id": task["id"]}).result["status"]["state"]
     assert state in ("TASK_STATE_WORKING", "TASK_STATE_COMPLETED")
+
+
+def test_closing_a_stream_nobody_started_reading_frees_its_seat(
+    stream_app: Flask, gate: Gate
+) -> None:
+    from flask_a2a.server import HTTPRequest
+    from flask_a2a.testing import A2ATestClient as Client
+
+    exchange = stream_app.extensions["a2a"].exchange
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+                       "params": {"message": Client.message(skill="gate")}}).encode()
+    reply = exchange.handle(HTTPRequest(
+        method="POST", headers={"Content-Type": "application/json"}, host="localhost",
+        content_length=len(body), read_body=io.BytesIO(body).read,
+        resolve_principal=lambda: exchange_principal(),
+    ))
+    assert reply.status == 200 and exchange.seats.count("alice") == 1
+    reply.body.close()  # the server gave up before the first event was pulled
+    assert exchange.seats.count("alice") == 0
+    gate.release.set()
+
+
+def exchange_principal() -> t.Any:
+    from flask_a2a import Principal
+
+    return Principal("alice")
