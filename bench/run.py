@@ -113,7 +113,7 @@ class Bench:
         self.generator = generator
         self.only = only
         self.started = time.monotonic()
-        self.results: dict[str, t.Any] = {"rows": [], "skipped": [], "notes": []}
+        self.results: dict[str, t.Any] = {"rows": [], "skipped": []}
 
     def log(self, text: str) -> None:
         print(f"[{time.monotonic() - self.started:6.1f}s] {text}", flush=True)

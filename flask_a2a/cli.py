@@ -201,8 +201,7 @@ def trim_command(owners: tuple[str, ...]) -> None:
         before = _tiers(owner_records(state, owner))
         for records in before.values():
             # Through the exchange's own trimming, so runs and streams of deleted tasks end.
-            exchange._trim_paused(records[0])
-            exchange._trim_terminal(records[0])
+            exchange.trim_tier(records[0])
         after = _tiers(owner_records(state, owner))
         for tier, records in before.items():
             left = after.get(tier, [])

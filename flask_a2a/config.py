@@ -30,6 +30,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_REPLICA_POLL_INTERVAL": 1.0,
     "A2A_DATABASE_URL": None,
     "A2A_STATEMENT_TIMEOUT": 5.0,
+    "A2A_SQL_ASYNCHRONOUS_COMMIT": True,
     "A2A_PUSH_TIMEOUT": 10.0,
     "A2A_ROLE": None,
     "A2A_PUBLIC_BASE_URL": None,
@@ -72,6 +73,7 @@ class Settings:
     replica_poll_interval: float = 1.0
     database_url: str | None = None
     statement_timeout: float = 5.0
+    sql_asynchronous_commit: bool = True
     push_timeout: float = 10.0
     role: str | None = None
     public_base_url: str | None = None

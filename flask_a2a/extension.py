@@ -157,6 +157,7 @@ class A2A:
             max_configs_per_task=settings.max_push_configs_per_task,
             client=self._push_client,
             resolver=self._push_resolver,
+            refresh=settings.replica_poll_interval,
         )
         registry = EntityRegistry(self._entities, app, self._entity_gate)
         skills = list(self._skills)
@@ -254,7 +255,11 @@ def default_store(app: Flask, settings: Settings) -> Store:
     else:
         with app.app_context():
             engine = t.cast(t.Any, sqlalchemy_ext).engine
-    return SQLStore(engine, statement_timeout=settings.statement_timeout)
+    return SQLStore(
+        engine,
+        statement_timeout=settings.statement_timeout,
+        asynchronous_commit=settings.sql_asynchronous_commit,
+    )
 
 
 #: Every exchange of this process, for the exit hooks (weak: apps may come and go in tests).
@@ -280,18 +285,6 @@ def _state() -> A2AState:
 
 def _exchange_view() -> Response:
     state = _state()
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
-    environ = {k: v for k, v in request.environ.items() if not k.startswith("werkzeug.")}
-    environ["wsgi.input"] = io.BytesIO(b"")
-    environ["CONTENT_LENGTH"] = "0"
-
-    def refresh_principal() -> Principal | None:
-        """Re-run the app's auth for a long-lived stream, in a fresh request context."""
-        with app.request_context(environ):
-            if app.preprocess_request() is not None:
-                return None
-            return state.resolve_principal()
-
     http = HTTPRequest(
         method=request.method,
         headers=request.headers,
@@ -300,12 +293,32 @@ def _exchange_view() -> Response:
         read_body=request.stream.read,
         resolve_principal=state.resolve_principal,
         query=request.args,
-        refresh_principal=refresh_principal,
+        principal_refresher=_principal_refresher,
     )
     reply = state.exchange.handle(http)
-    if reply.streaming:
-        return Response(reply.body, reply.status, reply.headers)  # str frames, encoded per yield
+    # Streams yield str frames; werkzeug encodes each as it is yielded (never buffered).
     return Response(reply.body, reply.status, reply.headers)
+
+
+def _principal_refresher() -> t.Callable[[], Principal | None]:
+    """For a stream, called inside its request: re-resolves the caller later, at keep-alives.
+
+    Re-runs the app's own before-request hooks (its auth) and the principal hook in a fresh
+    request context built from a copy of this request's environ.
+    """
+    state = _state()
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    environ = {k: v for k, v in request.environ.items() if not k.startswith("werkzeug.")}
+    environ["wsgi.input"] = io.BytesIO(b"")
+    environ["CONTENT_LENGTH"] = "0"
+
+    def refresh() -> Principal | None:
+        with app.request_context(environ):
+            if app.preprocess_request() is not None:
+                return None
+            return state.resolve_principal()
+
+    return refresh
 
 
 def _blueprint(settings: Settings, cards: CardPublisher) -> Blueprint:

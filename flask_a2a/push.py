@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import logging
 import threading
+import time
 import typing as t
 
 import requests
@@ -235,8 +236,15 @@ class PushSender:
         max_configs_per_task: int = 8,
         client: requests.Session | None = None,
         resolver: ssrf.Resolver | None = None,
+        refresh: float = 1.0,
     ) -> None:
         self.store = store
+        #: How long a task's config list read for one event serves the next ones.
+        self.refresh = refresh
+        #: task id -> (monotonic read time, configs). A change made in this process drops the
+        #: entry; one made on another replica is seen within ``refresh`` (the replica poll
+        #: interval, the same delay every cross-replica change has).
+        self._known: dict[str, tuple[float, list[PushConfig]]] = {}
         self.timeout = timeout
         self.max_configs_per_task = max_configs_per_task
         self.policy = ssrf.AddressPolicy(resolver, allow_private)
@@ -265,6 +273,7 @@ class PushSender:
             tenant=params.get("tenant") or None,
         )
         config = self.store.put_push_config(record.owner, config, self.max_configs_per_task)
+        self.forget(record.task.id)
         # Read after storing: any write this read misses lists the new config in deliver().
         current = self.store.get_task(record.task.id) or record
         if not current.state.terminal:  # a settled task will not change: nothing to tell
@@ -277,14 +286,30 @@ class PushSender:
     def deliver(self, record: TaskRecord, event: BusEvent) -> None:
         """Queue ``event`` for every config of its task; never blocks on a receiver."""
         if event.gone or not event.result_json:
+            self.forget(event.task_id)
             return
-        configs = self.store.list_push_configs(event.task_id)
+        configs = self._configs(event.task_id, final=event.final)
         if not configs:
             return
         body = event.result_json.encode()
         terminal = record.state.terminal
         for config in configs:
             self.dispatcher.offer(record.owner, config, event.version, body, terminal)
+
+    def forget(self, task_id: str) -> None:
+        """The task's configs changed (or it is gone): the next event reads them again."""
+        self._known.pop(task_id, None)
+
+    def _configs(self, task_id: str, *, final: bool) -> list[PushConfig]:
+        """The task's configs: one store read per ``refresh`` instead of one per event."""
+        now = time.monotonic()
+        known = self._known.get(task_id)
+        if known is None or now - known[0] > self.refresh:
+            known = (now, self.store.list_push_configs(task_id))
+            self._known[task_id] = known
+        if final:
+            self._known.pop(task_id, None)
+        return known[1]
 
     def _send(self, job: _Job) -> None:
         """One POST; every outcome is logged at most once and nothing escapes."""

@@ -42,6 +42,7 @@ from .errors import (
     UnsupportedOperationError,
     VersionNotSupportedError,
 )
+from .message_params import read_send_params
 from .model import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
@@ -103,7 +104,9 @@ class HTTPRequest:
     resolve_principal: t.Callable[[], Principal | None]
     query: t.Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: Re-resolves the caller for a long-lived stream (None: never re-checked).
-    refresh_principal: t.Callable[[], Principal | None] | None = None
+    #: Called (inside the request) only for streams: returns a callable that re-resolves the
+    #: caller later, at keep-alives (None: streams never re-check the caller).
+    principal_refresher: t.Callable[[], t.Callable[[], Principal | None]] | None = None
 
 
 @dataclasses.dataclass
@@ -396,7 +399,7 @@ class Exchange:
     # ------------------------------------------------------------------ sending
 
     def _message_params(self, call: Call) -> tuple[Message, dict[str, t.Any]]:
-        params = wire.load_params(wire.schema(wire.SendMessageRequestSchema), call.params)
+        params = read_send_params(call.params)
         if self.closing:
             raise UnsupportedOperationError("server is shutting down; no new runs are accepted")
         return params["message"], params.get("configuration") or {}
@@ -646,7 +649,8 @@ class Exchange:
         history_length = config.get("history_length")
         if run is not None and not config.get("return_immediately"):
             run.done.wait()
-            record = self.store.get_task(run.task_id) or run.record
+            record = run.record  # every path that settles the run stores its record here
+
         return {"task": wire.dump_task(record.task, history_length=history_length)}
 
     # ------------------------------------------------------------------ streams
@@ -664,7 +668,8 @@ class Exchange:
             return '{"jsonrpc":"2.0","id":' + request_id_json + ',"result":' + result_json + "}"
 
         principal = call.principal
-        refresh = call.http.refresh_principal
+        refresher = call.http.principal_refresher
+        refresh = refresher() if refresher is not None else None
 
         def still_allowed() -> bool:
             if refresh is None:
@@ -785,6 +790,11 @@ class Exchange:
 
     # ------------------------------------------------------------------ retention
 
+    def trim_tier(self, record: TaskRecord) -> None:
+        """Hold ``record``'s tier to both retention bounds now (``flask a2a trim``)."""
+        self._trim_paused(record)
+        self._trim_terminal(record)
+
     def _retain(self, record: TaskRecord) -> None:
         """After a settle or pause in a tier, hold that tier to its bounds."""
         if record.state in TERMINAL_STATES:
@@ -888,6 +898,7 @@ class Exchange:
         record = self.visible_record(params["task_id"], call.principal)
         if not self.store.delete_push_config(record.task.id, params["id"]):
             raise TaskNotFoundError("Push notification config not found")
+        self._push().forget(record.task.id)
         return None
 
     # ------------------------------------------------------------------ the extended card

@@ -291,3 +291,11 @@ def test_erase_removes_every_row_of_the_owner_and_nothing_else(store: t.Any) -> 
     assert store.get_task("session") is None
     assert store.export_owner("bob") == before
     assert store.erase_owner("alice") == 0
+
+
+def test_owners_lists_every_owner_holding_a_task(store: t.Any) -> None:
+    assert store.owners() == []
+    seed_tiers(store)
+    assert store.owners() == ["alice", "bob"]
+    store.erase_owner("bob")
+    assert store.owners() == ["alice"]

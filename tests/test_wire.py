@@ -425,3 +425,77 @@ def test_refused_messages_write_nothing(
     assert response.error["data"][1]["fieldViolations"][0]["field"].startswith("message.")
     assert ran == []
     assert app.extensions["a2a"].exchange.store.export_owner("alice")["tasks"] == []
+
+
+SEND_PARAMS = [
+    {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
+    {"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"data": None}],
+                 "contextId": "", "taskId": "t", "metadata": {"skill": "echo"},
+                 "extensions": ["urn:x"], "referenceTaskIds": ["a", "b"]}},
+    {"message": {"messageId": "m", "role": "ROLE_USER",
+                 "parts": [{"url": "https://x/y", "mediaType": "text/html", "filename": "y"},
+                           {"data": {"skill": "s", "n": [1, 2.5]}, "metadata": {"k": "v"}},
+                           {"text": "", "filename": "", "mediaType": ""}]},
+     "configuration": {"returnImmediately": True, "historyLength": 0,
+                       "acceptedOutputModes": ["text/plain"]},
+     "metadata": {"a": 1}, "tenant": "t1"},
+    {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+     "configuration": {}},
+]
+
+SLOW_PARAMS = [
+    {"message": {"message_id": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
+    {"message": {"messageId": "m", "role": 1, "parts": [{"text": "hi"}]}},
+    {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"raw": "AAH/"}]}},
+    {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}],
+                 "contextId": None}},
+    {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+     "configuration": {"historyLength": "2"}},
+]
+
+
+@pytest.mark.parametrize("params", SEND_PARAMS + SLOW_PARAMS)
+def test_hot_path_reader_agrees_with_the_schema(params: dict[str, t.Any]) -> None:
+    from flask_a2a.message_params import read_send_params
+
+    expected = wire.load_params(wire.schema(wire.SendMessageRequestSchema), params)
+    assert read_send_params(params) == expected
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"message": {"messageId": "", "role": "ROLE_USER", "parts": [{"text": "x"}]}},
+        {"message": {"messageId": "m", "role": "ROLE_UNSPECIFIED", "parts": [{"text": "x"}]}},
+        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}},
+        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": 1}]}},
+        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a", "url": "b"}]}},
+        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
+         "configuration": {"historyLength": -1}},
+        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
+         "configuration": {"returnImmediately": "yes"}},
+    ],
+)
+def test_hot_path_reader_refuses_exactly_as_the_schema(params: dict[str, t.Any]) -> None:
+    from flask_a2a.errors import InvalidParamsError
+    from flask_a2a.message_params import read_send_params
+
+    with pytest.raises(InvalidParamsError) as fast:
+        read_send_params(params)
+    with pytest.raises(InvalidParamsError) as slow:
+        wire.load_params(wire.schema(wire.SendMessageRequestSchema), params)
+    assert fast.value.to_dict() == slow.value.to_dict()
+
+
+@pytest.mark.parametrize("params", SEND_PARAMS)
+def test_plain_params_never_reach_marshmallow(
+    params: dict[str, t.Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flask_a2a import message_params
+
+    def refuse(*args: t.Any) -> t.NoReturn:
+        raise AssertionError("the plain shape must take the direct reader")
+
+    monkeypatch.setattr(message_params.wire, "load_params", refuse)
+    assert message_params.read_send_params(params)["message"].message_id == "m"

@@ -52,6 +52,8 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._tasks: dict[str, TaskRecord] = {}
         self._by_owner: dict[str, set[str]] = {}
+        #: tier -> ids of its terminal tasks, so a settle under the bound trims in O(1).
+        self._settled: dict[Tier, set[str]] = {}
         #: task id -> config id -> (owner, config); dicts keep insertion order (oldest first).
         self._configs: dict[str, dict[str, tuple[str, PushConfig]]] = {}
 
@@ -65,7 +67,13 @@ class MemoryStore:
                 raise ValueError(f"task {record.task.id!r} exists")
             self._tasks[record.task.id] = record
             self._by_owner.setdefault(record.owner, set()).add(record.task.id)
+            if record.state.terminal:
+                self._settled.setdefault(record.tier, set()).add(record.task.id)
         return record
+
+    def _unindex(self, record: TaskRecord) -> None:
+        self._by_owner.get(record.owner, set()).discard(record.task.id)
+        self._settled.get(record.tier, set()).discard(record.task.id)
 
     def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
         record = self._tasks.get(task_id)
@@ -83,6 +91,8 @@ class MemoryStore:
                 current, task=record.task, version=expected_version + 1, skill=record.skill
             )
             self._tasks[record.task.id] = new
+            if new.state.terminal:
+                self._settled.setdefault(new.tier, set()).add(new.task.id)
         return new
 
     def list_tasks(self, query: ListQuery) -> TaskPage:
@@ -99,28 +109,22 @@ class MemoryStore:
                 if record is None:
                     continue
                 deleted += 1
-                self._by_owner.get(record.owner, set()).discard(task_id)
+                self._unindex(record)
                 self._configs.pop(task_id, None)
         return deleted
 
     def trim_terminal_tasks(self, tier: Tier, keep: int) -> list[str]:
         """Delete the tier's oldest terminal tasks past ``keep``, and the owner's orphan configs."""
         with self._lock:
-            ids = self._by_owner.get(tier.owner, set())
-            records = [self._tasks[i] for i in ids]  # the owner's: compare the rest of the tier
-            settled = [
-                r
-                for r in records
-                if r.tenant == tier.tenant and r.scopes == tier.scopes and r.state.terminal
-            ]
-            if len(settled) <= keep:
+            settled_ids = self._settled.get(tier, set())
+            if len(settled_ids) <= keep:
                 return []
-            settled.sort(key=_sort_key, reverse=True)
+            settled = sorted((self._tasks[i] for i in settled_ids), key=_sort_key, reverse=True)
             doomed = [r.task.id for r in settled[keep:]]
-            for task_id in doomed:
-                del self._tasks[task_id]
-                ids.discard(task_id)
-                self._configs.pop(task_id, None)
+            for record in settled[keep:]:
+                del self._tasks[record.task.id]
+                self._unindex(record)
+                self._configs.pop(record.task.id, None)
             if doomed:
                 orphans = [
                     task_id
@@ -157,6 +161,11 @@ class MemoryStore:
 
     # -- data export and erasure
 
+    def owners(self) -> list[str]:
+        """Every owner holding a task (``flask a2a trim`` walks them)."""
+        with self._lock:
+            return sorted(owner for owner, ids in self._by_owner.items() if ids)
+
     def export_owner(self, owner: str) -> dict[str, list[dict[str, t.Any]]]:
         with self._lock:
             records = [self._tasks[i] for i in self._by_owner.get(owner, ())]
@@ -174,6 +183,8 @@ class MemoryStore:
             ids = self._by_owner.pop(owner, set())
             for task_id in ids:
                 self._tasks.pop(task_id, None)
+            for tier in [tier for tier in self._settled if tier.owner == owner]:
+                del self._settled[tier]
             removed = len(ids)
             for task_id, configs in list(self._configs.items()):
                 for config_id in [k for k, (o, _) in configs.items() if o == owner]:

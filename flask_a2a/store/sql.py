@@ -91,6 +91,9 @@ class SQLStore:
     :param statement_timeout: seconds any one store call may wait on the database.
     :param shared: other processes use the same tables, so runs poll for foreign writes
         (a cancel served by another replica). Default: True except for in-memory SQLite.
+    :param asynchronous_commit: on PostgreSQL, the store's own transactions do not wait for
+        the WAL flush (about 1 ms per write here); a database crash may lose the last few task
+        updates, never corrupt them. Set False for synchronous commits.
     """
 
     filters_scope = True
@@ -103,8 +106,11 @@ class SQLStore:
         *,
         statement_timeout: float = 5.0,
         shared: bool | None = None,
+        asynchronous_commit: bool = True,
     ) -> None:
         self.engine = engine
+        #: PostgreSQL: commit without waiting for the WAL flush (``synchronous_commit = off``).
+        self.asynchronous_commit = asynchronous_commit
         self.table_prefix = table_prefix
         self.statement_timeout = statement_timeout
         self.dialect = engine.dialect.name
@@ -166,7 +172,11 @@ class SQLStore:
         with self.engine.begin() as conn:
             millis = max(1, int(self.statement_timeout * 1000))
             if self.dialect == "postgresql":
-                conn.exec_driver_sql(f"SET LOCAL statement_timeout = {millis}")
+                # LOCAL: only this transaction, never the host app's own on a shared engine.
+                # Task rows are not jobs (docs/storage-and-scaling.md), so by default a commit
+                # does not wait for the WAL flush; a crash may lose the last few updates.
+                sync = "; SET LOCAL synchronous_commit = off" if self.asynchronous_commit else ""
+                conn.exec_driver_sql(f"SET LOCAL statement_timeout = {millis}{sync}")
             elif self.dialect == "sqlite":
                 conn.exec_driver_sql(f"PRAGMA busy_timeout = {millis}")
             yield conn
@@ -357,13 +367,11 @@ class SQLStore:
             .order_by(c.status_ts.desc(), c.id.desc())
             .offset(max(0, keep))
         )
+        # One statement in the common case (nothing past the bound): it runs after every settle.
+        delete = self.tasks.delete().where(c.id.in_(doomed_query.scalar_subquery()))
         with self._tx() as conn:
-            doomed = [row.id for row in conn.execute(doomed_query)]
-            for start in range(0, len(doomed), _CHUNK):
-                chunk = doomed[start : start + _CHUNK]
-                conn.execute(self.push_configs.delete().where(pc.task_id.in_(chunk)))
-                conn.execute(self.tasks.delete().where(c.id.in_(chunk)))
-            if doomed:
+            doomed = list(conn.execute(delete.returning(c.id)).scalars())
+            if doomed:  # the trimmed tasks' configs, and any the owner left orphaned before
                 alive = sa.select(c.id).where(c.id == pc.task_id).exists()
                 conn.execute(self.push_configs.delete().where(pc.owner == tier.owner, ~alive))
         return doomed
@@ -427,6 +435,12 @@ class SQLStore:
         return bool(result.rowcount)
 
     # -- data export and erasure
+
+    def owners(self) -> list[str]:
+        """Every owner holding a task (``flask a2a trim`` walks them)."""
+        with self._tx() as conn:
+            query = sa.select(self.tasks.c.owner).distinct().order_by(self.tasks.c.owner)
+            return list(conn.execute(query).scalars())
 
     def export_owner(self, owner: str) -> dict[str, list[dict[str, t.Any]]]:
         c, pc = self.tasks.c, self.push_configs.c
