@@ -370,6 +370,12 @@ class SQLStore:
         # One statement in the common case (nothing past the bound): it runs after every settle.
         delete = self.tasks.delete().where(c.id.in_(doomed_query.scalar_subquery()))
         with self._tx() as conn:
+            if self.dialect == "postgresql":
+                # Settles in one tier trim the same oldest rows: concurrent DELETEs of one set
+                # deadlock (each waits a deadlock_timeout). One trimmer per tier at a time.
+                name = f"{self.tasks.name}|{tier.owner}|{tier.tenant}|{tier.scopes}"
+                key = zlib.crc32(name.encode())
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key & 0x7FFFFFFF})
             doomed = list(conn.execute(delete.returning(c.id)).scalars())
             if doomed:  # the trimmed tasks' configs, and any the owner left orphaned before
                 alive = sa.select(c.id).where(c.id == pc.task_id).exists()
