@@ -375,3 +375,45 @@ def test_export_and_erase_user_data(new_store: t.Callable[..., t.Any]) -> None:
     assert client.rpc("GetTask", {"id": bob["id"]}, token="bob").result["id"] == bob["id"]
     assert [r["task"]["id"] for r in a2a.export_user_data("bob")["tasks"]] == [bob["id"]]
     a2a.shutdown(1)
+
+
+@pytest.mark.postgres
+def test_concurrent_trims_of_one_tier_never_deadlock(pg_engine: t.Any) -> None:
+    """Settles in one tier trim the same oldest rows at once; PostgreSQL must not deadlock."""
+    from datetime import UTC, datetime, timedelta
+
+    from flask_a2a.model import Message, Task, TaskState, TaskStatus, Tier
+    from flask_a2a.store import TaskRecord
+
+    store = SQLStore(pg_engine, table_prefix=f"t{uuid.uuid4().hex[:10]}_")
+    tier = Tier("alice", None, None)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(8)
+
+    def settle_and_trim(worker: int) -> None:
+        try:
+            for n in range(10):
+                task_id = f"w{worker}-{n}"
+                at = start + timedelta(milliseconds=worker * 100 + n)
+                message = Message.agent("x", context_id="c", task_id=task_id)
+                task = Task(task_id, "c", TaskStatus(TaskState.COMPLETED, at), history=(message,))
+                store.create_task(TaskRecord(task, "alice", None, None, at))
+                if n == 0:
+                    barrier.wait(10)
+                store.trim_terminal_tasks(tier, 3)
+        except BaseException as exc:  # collected: a deadlock error would land here
+            errors.append(exc)
+
+    threads = [threading.Thread(target=settle_and_trim, args=(w,)) for w in range(8)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert errors == []
+        store.trim_terminal_tasks(tier, 3)
+        page = store.list_tasks(ListQuery(owner="alice", limit=100))
+        assert page.total == 3
+    finally:
+        store.drop()

@@ -299,3 +299,18 @@ def test_owners_lists_every_owner_holding_a_task(store: t.Any) -> None:
     assert store.owners() == ["alice", "bob"]
     store.erase_owner("bob")
     assert store.owners() == ["alice"]
+
+
+def test_trim_after_other_deletions_still_keeps_the_newest(store: t.Any) -> None:
+    for i in range(6):
+        record = store.create_task(make_record(f"done{i}", at=T0 + timedelta(seconds=i)))
+        store.update_task(moved(record, TaskState.COMPLETED, T0 + timedelta(seconds=i)), 1)
+    store.delete_tasks(["done0", "done4"])  # the host deleted some (older and newer) itself
+    deleted = store.trim_terminal_tasks(Tier("alice", None, None), 2)
+    assert sorted(deleted) == ["done1", "done2"]
+    left = store.list_tasks(ListQuery("alice", limit=100))
+    assert sorted(ids(left.records)) == ["done3", "done5"]
+    store.erase_owner("alice")
+    again = store.create_task(make_record("again", at=T0))
+    store.update_task(moved(again, TaskState.COMPLETED, T0), 1)
+    assert store.trim_terminal_tasks(Tier("alice", None, None), 0) == ["again"]

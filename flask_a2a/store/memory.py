@@ -3,16 +3,40 @@
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import json
 import threading
 import typing as t
 
-from ..model import PushConfig, Tier
-from ..wire import dump_push_config
+from ..errors import UnencodableDataError
+from ..model import PushConfig, Task, Tier
+from ..wire import dump_artifact, dump_message, dump_push_config, dump_status
 from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
 
 
 def _sort_key(record: TaskRecord) -> tuple[t.Any, str]:
     return (record.task.status.timestamp, record.task.id)
+
+
+def check_new_data(current: Task, new: Task) -> None:
+    """Refuse an update whose new data JSON cannot hold; what was stored was checked already.
+
+    Encoding only what the update adds (by identity: the model is immutable) keeps a write's
+    cost proportional to the change, not to the whole task.
+    """
+    pieces: list[t.Any] = []
+    if new.status is not current.status:
+        pieces.append(dump_status(new.status))
+    known = {id(a) for a in current.artifacts}
+    pieces.extend(dump_artifact(a) for a in new.artifacts if id(a) not in known)
+    known = {id(m) for m in current.history}
+    pieces.extend(dump_message(m) for m in new.history if id(m) not in known)
+    if new.metadata is not current.metadata:
+        pieces.append(new.metadata)
+    try:
+        json.dumps(pieces, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UnencodableDataError(f"task data cannot be JSON-encoded: {exc}") from None
 
 
 def matches(record: TaskRecord, query: ListQuery) -> bool:
@@ -52,8 +76,11 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._tasks: dict[str, TaskRecord] = {}
         self._by_owner: dict[str, set[str]] = {}
-        #: tier -> ids of its terminal tasks, so a settle under the bound trims in O(1).
+        #: tier -> ids of its terminal tasks, so a settle under the bound trims in O(1) ...
         self._settled: dict[Tier, set[str]] = {}
+        #: ... and tier -> heap of (status timestamp, id) of the same, oldest first, so a settle
+        #: past it trims in O(log n). Entries of tasks deleted otherwise are skipped lazily.
+        self._settled_order: dict[Tier, list[tuple[t.Any, str]]] = {}
         #: task id -> config id -> (owner, config); dicts keep insertion order (oldest first).
         self._configs: dict[str, dict[str, tuple[str, PushConfig]]] = {}
 
@@ -68,12 +95,23 @@ class MemoryStore:
             self._tasks[record.task.id] = record
             self._by_owner.setdefault(record.owner, set()).add(record.task.id)
             if record.state.terminal:
-                self._settled.setdefault(record.tier, set()).add(record.task.id)
+                self._index_settled(record)
         return record
+
+    def _index_settled(self, record: TaskRecord) -> None:
+        ids = self._settled.setdefault(record.tier, set())
+        if record.task.id not in ids:
+            ids.add(record.task.id)
+            heapq.heappush(self._settled_order.setdefault(record.tier, []), _sort_key(record))
 
     def _unindex(self, record: TaskRecord) -> None:
         self._by_owner.get(record.owner, set()).discard(record.task.id)
-        self._settled.get(record.tier, set()).discard(record.task.id)
+        settled = self._settled.get(record.tier)
+        if settled is not None:
+            settled.discard(record.task.id)
+            if not settled:
+                del self._settled[record.tier]
+                self._settled_order.pop(record.tier, None)
 
     def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
         record = self._tasks.get(task_id)
@@ -82,17 +120,17 @@ class MemoryStore:
         return record
 
     def update_task(self, record: TaskRecord, expected_version: int) -> TaskRecord:
-        encode_task(record.task)
         with self._lock:
             current = self._tasks.get(record.task.id)
             if current is None or current.version != expected_version:
                 raise StaleTaskError(current)
+            check_new_data(current.task, record.task)
             new = dataclasses.replace(
                 current, task=record.task, version=expected_version + 1, skill=record.skill
             )
             self._tasks[record.task.id] = new
             if new.state.terminal:
-                self._settled.setdefault(new.tier, set()).add(new.task.id)
+                self._index_settled(new)
         return new
 
     def list_tasks(self, query: ListQuery) -> TaskPage:
@@ -119,12 +157,16 @@ class MemoryStore:
             settled_ids = self._settled.get(tier, set())
             if len(settled_ids) <= keep:
                 return []
-            settled = sorted((self._tasks[i] for i in settled_ids), key=_sort_key, reverse=True)
-            doomed = [r.task.id for r in settled[keep:]]
-            for record in settled[keep:]:
-                del self._tasks[record.task.id]
+            order = self._settled_order[tier]
+            doomed = []
+            while len(settled_ids) > keep:
+                _, task_id = heapq.heappop(order)
+                if task_id not in settled_ids:
+                    continue  # deleted by another path since it settled
+                record = self._tasks.pop(task_id)
                 self._unindex(record)
-                self._configs.pop(record.task.id, None)
+                self._configs.pop(task_id, None)
+                doomed.append(task_id)
             if doomed:
                 orphans = [
                     task_id
@@ -185,6 +227,7 @@ class MemoryStore:
                 self._tasks.pop(task_id, None)
             for tier in [tier for tier in self._settled if tier.owner == owner]:
                 del self._settled[tier]
+                self._settled_order.pop(tier, None)
             removed = len(ids)
             for task_id, configs in list(self._configs.items()):
                 for config_id in [k for k, (o, _) in configs.items() if o == owner]:
