@@ -139,6 +139,8 @@ def _dumps(value: t.Any) -> str:
 
 
 def encode_id(request_id: RequestId | _NoId) -> str:
+    if type(request_id) is int:
+        return str(request_id)
     return "null" if request_id is NO_ID else _dumps(request_id)
 
 

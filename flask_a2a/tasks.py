@@ -100,8 +100,8 @@ class TaskWriter:
         except (TypeError, ValueError, RecursionError) as exc:
             raise UnencodableDataError(f"task data cannot be JSON-encoded: {exc}") from None
         if len(task.history) > self.max_history > 0:
-            task = dataclasses.replace(task, history=task.history[-self.max_history :])
-        new = self.store.update_task(dataclasses.replace(record, task=task), record.version)
+            task = task.evolve(history=task.history[-self.max_history :])
+        new = self.store.update_task(record.evolve(task, record.version), record.version)
         final = is_final(task.status.state) and task.status.state is not record.state
         bus_event = BusEvent(task.id, new.version, event, result_json, final)
         self.bus.publish(bus_event)
@@ -125,7 +125,7 @@ class TaskWriter:
         task = record.task
         status = TaskStatus(state, utcnow(), message)
         history = task.history + (message,) if message is not None else task.history
-        new_task = dataclasses.replace(task, status=status, history=history)
+        new_task = task.evolve(status=status, history=history)
         event = TaskStatusUpdateEvent(task.id, task.context_id, status)
         return self.commit(record, new_task, event)
 
@@ -209,7 +209,7 @@ class TaskMutations:
         def build(task: Task) -> tuple[Task, StreamEvent | None]:
             status = TaskStatus(state, utcnow(), message)
             history = task.history + (message,) if message is not None else task.history
-            new = dataclasses.replace(task, status=status, history=history)
+            new = task.evolve(status=status, history=history)
             return new, TaskStatusUpdateEvent(task.id, task.context_id, status)
 
         self._commit(build)
@@ -263,7 +263,7 @@ class TaskMutations:
                     break
             else:
                 artifacts.append(delta)
-            new = dataclasses.replace(task, artifacts=tuple(artifacts))
+            new = task.evolve(artifacts=tuple(artifacts))
             event = TaskArtifactUpdateEvent(
                 task.id, task.context_id, delta, append=append, last_chunk=last_chunk
             )

@@ -36,6 +36,13 @@ class TaskRecord:
     def tier(self) -> Tier:
         return Tier(self.owner, self.tenant, self.scopes)
 
+    def evolve(self, task: Task, version: int, skill: str | None = None) -> TaskRecord:
+        """The same ownership with a new task and version (the hot-path ``replace``)."""
+        return TaskRecord(
+            task, self.owner, self.tenant, self.scopes, self.created_at, version,
+            self.skill if skill is None else skill,
+        )
+
     @property
     def state(self) -> TaskState:
         return self.task.status.state

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import json
 import threading
@@ -88,7 +87,7 @@ class MemoryStore:
 
     def create_task(self, record: TaskRecord) -> TaskRecord:
         encode_task(record.task)
-        record = dataclasses.replace(record, version=1)
+        record = record.evolve(record.task, 1)
         with self._lock:
             if record.task.id in self._tasks:
                 raise ValueError(f"task {record.task.id!r} exists")
@@ -125,9 +124,7 @@ class MemoryStore:
             if current is None or current.version != expected_version:
                 raise StaleTaskError(current)
             check_new_data(current.task, record.task)
-            new = dataclasses.replace(
-                current, task=record.task, version=expected_version + 1, skill=record.skill
-            )
+            new = current.evolve(record.task, expected_version + 1, record.skill)
             self._tasks[record.task.id] = new
             if new.state.terminal:
                 self._index_settled(new)
