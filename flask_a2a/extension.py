@@ -17,10 +17,11 @@ from .card import AgentCard, CardPublisher, check_card_config
 from .config import DEFAULTS, Settings
 from .entities import Entity, EntityGate, EntityRegistry
 from .model import Principal
+from .pipeline import HTTPRequest
 from .push import PushSender
 from .router import Skill
 from .runner import Runner, default_runner
-from .server import Exchange, HTTPRequest
+from .server import Exchange
 from .store.base import Store
 from .store.memory import MemoryStore
 from .tasks import TaskUpdater

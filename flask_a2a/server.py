@@ -1,8 +1,7 @@
-"""The exchange: the HTTP-level pipeline and the JSON-RPC method table. Imports nothing of Flask.
+"""The exchange: the JSON-RPC method table and the life of runs. Imports nothing of Flask.
 
-:meth:`Exchange.handle` takes an :class:`HTTPRequest` (bytes, headers and callables) and returns a
-:class:`Reply` (a status, headers and a body or an SSE iterator). The Flask wiring in
-``extension.py`` only adapts those two; a server built by hand on Werkzeug can do the same.
+:meth:`Exchange.handle` runs a request through ``pipeline.handle`` (the HTTP-level checks) to
+one method of the table; each method is one small function here.
 """
 
 from __future__ import annotations
@@ -11,36 +10,26 @@ import base64
 import dataclasses
 import json
 import logging
-import re
 import threading
 import time
 import typing as t
 from datetime import datetime
-from urllib.parse import urlsplit
 
-from . import jsonrpc, wire
+from . import jsonrpc, pipeline, wire
 from .bus import Bus, BusEvent, Subscription
 from .config import Settings
 from .errors import (
     A2AError,
-    ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
-    ForbiddenOriginError,
-    InternalError,
     InvalidParamsError,
-    MethodNotAllowedError,
-    MethodNotFoundError,
-    PayloadTooLargeError,
     PushNotificationNotSupportedError,
     TaskCanceled,
     TaskInterrupted,
     TaskNotCancelableError,
     TaskNotFoundError,
     TaskTimedOut,
-    UnauthenticatedError,
     UnencodableDataError,
     UnsupportedOperationError,
-    VersionNotSupportedError,
 )
 from .message_params import read_send_params
 from .model import (
@@ -55,6 +44,7 @@ from .model import (
     new_id,
     utcnow,
 )
+from .pipeline import Call, HTTPRequest, Method, Reply
 from .replicas import ReplicaWatch, is_shared
 from .router import Skill, route
 from .runner import Runner, RunSlots
@@ -74,62 +64,7 @@ from .tasks import (
 
 log = logging.getLogger("flask_a2a")
 
-JSON_HEADERS: t.Final = (
-    ("Content-Type", "application/json"),
-    ("Cache-Control", "no-store"),
-)
-CONTENT_TYPES: t.Final = frozenset({"application/json", "application/a2a+json"})
-_VERSION = re.compile(r"^1(\.\d+){0,2}$")
 SKILL_METADATA_KEY: t.Final = "flask_a2a.skill"
-
-
-class HeaderLookup(t.Protocol):
-    """Case-insensitive header access (werkzeug's ``Headers``, or any mapping-like object)."""
-
-    def get(self, key: str) -> t.Any: ...
-
-
-@dataclasses.dataclass
-class HTTPRequest:
-    """What the exchange needs of an HTTP request (the web framework fills it in)."""
-
-    method: str
-    headers: HeaderLookup
-    #: The request's own authority (``Host``), to compare a browser ``Origin`` against.
-    host: str
-    content_length: int | None
-    #: Reads at most ``n`` bytes of the body.
-    read_body: t.Callable[[int], bytes]
-    #: Runs the host app's principal hook in the request's context.
-    resolve_principal: t.Callable[[], Principal | None]
-    query: t.Mapping[str, str] = dataclasses.field(default_factory=dict)
-    #: Re-resolves the caller for a long-lived stream (None: never re-checked).
-    #: Called (inside the request) only for streams: returns a callable that re-resolves the
-    #: caller later, at keep-alives (None: streams never re-check the caller).
-    principal_refresher: t.Callable[[], t.Callable[[], Principal | None]] | None = None
-
-
-@dataclasses.dataclass
-class Reply:
-    status: int
-    headers: list[tuple[str, str]]
-    body: str | t.Iterator[str]
-
-    @property
-    def streaming(self) -> bool:
-        return not isinstance(self.body, str)
-
-
-class Call(t.NamedTuple):
-    """One JSON-RPC call after the envelope checks."""
-
-    id: jsonrpc.RequestId
-    params: dict[str, t.Any]
-    principal: Principal
-    http: HTTPRequest
-
-
-Method = t.Callable[[Call], t.Any]
 
 
 def _token(cursor: tuple[datetime, str]) -> str:
@@ -204,130 +139,9 @@ class Exchange:
             "GetExtendedAgentCard": self.get_extended_card,
         }
 
-    # ------------------------------------------------------------------ the HTTP pipeline
-
     def handle(self, http: HTTPRequest) -> Reply:
-        """Run one request through the pipeline, in the order design.md §4 gives."""
-        request_id: jsonrpc.RequestId | jsonrpc._NoId = jsonrpc.NO_ID
-        try:
-            if http.method == "OPTIONS" and http.headers.get("Origin") is not None:
-                return self._preflight(http)
-            if http.method != "POST":
-                raise MethodNotAllowedError()
-            self._check_origin(http)
-            body = self._read_body(http)
-            self._check_content_type(http)
-            try:
-                request = jsonrpc.decode_request(body)
-            except jsonrpc.RequestError as exc:
-                request_id = exc.request_id
-                raise exc.error from None
-            request_id = request.id
-            principal = http.resolve_principal()
-            if principal is None:
-                raise UnauthenticatedError()
-            self._check_version(http)
-            method = self.methods.get(request.method)
-            if method is None:
-                raise MethodNotFoundError(f"Method not found: {scrub(request.method)[:100]}")
-            result = method(Call(request.id, request.params, principal, http))
-            reply = result if isinstance(result, Reply) else Reply(
-                200, list(JSON_HEADERS), jsonrpc.success(request.id, result)
-            )
-        except A2AError as exc:
-            reply = self.error_reply(request_id, exc)
-        except Exception as exc:
-            if hasattr(exc, "get_response"):
-                raise  # already an HTTP answer (werkzeug's abort(), a client that left)
-            log.exception("a2a: request failed")
-            reply = self.error_reply(request_id, InternalError())
-        origin = http.headers.get("Origin")
-        if origin is not None and reply.status != 403:
-            reply.headers.append(("Access-Control-Allow-Origin", origin))
-            reply.headers.append(("Vary", "Origin"))
-        return reply
-
-    def _preflight(self, http: HTTPRequest) -> Reply:
-        """A browser's CORS preflight from an origin the gate lets through."""
-        try:
-            self._check_origin(http)
-        except ForbiddenOriginError as exc:
-            return self.error_reply(jsonrpc.NO_ID, exc)
-        return Reply(
-            204,
-            [
-                ("Access-Control-Allow-Origin", str(http.headers.get("Origin"))),
-                ("Access-Control-Allow-Methods", "POST"),
-                ("Access-Control-Allow-Headers",
-                 "Authorization, Content-Type, A2A-Version, A2A-Extensions, X-API-Key"),
-                ("Access-Control-Max-Age", "600"),
-                ("Vary", "Origin"),
-            ],
-            "",
-        )
-
-    def error_reply(
-        self, request_id: jsonrpc.RequestId | jsonrpc._NoId, error: A2AError
-    ) -> Reply:
-        headers = list(JSON_HEADERS)
-        if isinstance(error, MethodNotAllowedError):
-            headers.append(("Allow", "POST"))
-        elif isinstance(error, UnauthenticatedError):
-            headers.append(("WWW-Authenticate", "Bearer"))
-        return Reply(error.http_status, headers, jsonrpc.failure(request_id, error))
-
-    def _check_origin(self, http: HTTPRequest) -> None:
-        origin = http.headers.get("Origin")
-        if origin is None:
-            return  # curl and native A2A clients send none
-        allowed = self.settings.allowed_origins
-        if "*" in allowed or origin.rstrip("/").lower() in (a.rstrip("/").lower() for a in allowed):
-            return
-        parts = urlsplit(origin)
-        try:
-            port = parts.port
-        except ValueError:  # "http://host:abc" names no authority at all
-            raise ForbiddenOriginError() from None
-        if parts.scheme in ("http", "https") and parts.hostname:
-            default = 443 if parts.scheme == "https" else 80
-            authority = f"{parts.hostname}:{port or default}".lower()
-            host = http.host.lower()
-            if ":" not in host.rsplit("]", 1)[-1]:
-                host = f"{host}:{default}"
-            if authority == host or f"[{parts.hostname}]:{port or default}" == host:
-                return
-        raise ForbiddenOriginError()
-
-    def _read_body(self, http: HTTPRequest) -> bytes:
-        cap = self.settings.max_body_bytes
-        if http.content_length is not None and http.content_length > cap:
-            raise PayloadTooLargeError()
-        # A WSGI read may return less than asked (a body arriving in pieces): read to EOF,
-        # never past one byte over the cap.
-        body = bytearray()
-        while len(body) <= cap:
-            chunk = http.read_body(cap + 1 - len(body))
-            if not chunk:
-                break
-            body += chunk
-        if len(body) > cap:
-            raise PayloadTooLargeError()
-        return bytes(body)
-
-    def _check_content_type(self, http: HTTPRequest) -> None:
-        mimetype = (http.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
-        if mimetype not in CONTENT_TYPES:
-            raise ContentTypeNotSupportedError(
-                "Incompatible content types: send application/json"
-            )
-
-    def _check_version(self, http: HTTPRequest) -> None:
-        version = (http.headers.get("A2A-Version") or http.query.get("A2A-Version") or "").strip()
-        if version and not _VERSION.match(version):
-            raise VersionNotSupportedError(
-                f"Protocol version {scrub(version)[:20]} is not supported; this server speaks 1.0",
-                metadata={"supportedVersions": "1.0"},
-            )
+        """Run one request through the HTTP pipeline (``pipeline.handle``) to this method table."""
+        return pipeline.handle(http, self.settings, self.methods)
 
     # ------------------------------------------------------------------ reading tasks
 

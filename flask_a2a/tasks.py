@@ -42,9 +42,9 @@ from .store.base import StaleTaskError, Store, TaskRecord
 from .wire import dump_event
 
 if t.TYPE_CHECKING:
+    from .pipeline import HeaderLookup
     from .router import Skill
     from .runner import RunHandle, Timer
-    from .server import HeaderLookup
 
 log = logging.getLogger("flask_a2a")
 

@@ -318,7 +318,7 @@ def test_a_subscriber_that_falls_behind_is_closed(
 def test_closing_a_stream_nobody_started_reading_frees_its_seat(
     stream_app: Flask, gate: Gate
 ) -> None:
-    from flask_a2a.server import HTTPRequest
+    from flask_a2a.pipeline import HTTPRequest
     from flask_a2a.testing import A2ATestClient as Client
 
     exchange = stream_app.extensions["a2a"].exchange
