@@ -13,7 +13,7 @@ import weakref
 
 from flask import Blueprint, Flask, Response, current_app, request
 
-from .card import AgentCard, CardPublisher, check_card_config
+from .card import PROTECTED_RESOURCE_PATH, AgentCard, CardPublisher, check_card_config
 from .config import DEFAULTS, Settings
 from .entities import Entity, EntityGate, EntityRegistry
 from .model import Principal
@@ -297,6 +297,11 @@ def _exchange_view() -> Response:
         principal_refresher=_principal_refresher,
     )
     reply = state.exchange.handle(http)
+    if reply.status == 401 and state.settings.authorization_servers:
+        # RFC 9728 §5.1: point the client at the protected-resource metadata.
+        metadata = state.cards.base_url() + PROTECTED_RESOURCE_PATH + state.settings.path
+        reply.headers = [(k, v) for k, v in reply.headers if k != "WWW-Authenticate"]
+        reply.headers.append(("WWW-Authenticate", f'Bearer resource_metadata="{metadata}"'))
     # Streams yield str frames; werkzeug encodes each as it is yielded (never buffered).
     return Response(reply.body, reply.status, reply.headers)
 

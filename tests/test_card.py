@@ -282,6 +282,13 @@ def test_protected_resource_metadata(make_app: t.Callable[..., Flask]) -> None:
     }
     for_path = http.get("/.well-known/oauth-protected-resource/a2a").get_json()
     assert for_path["resource"] == "http://localhost/a2a"
+    # A refused caller is pointed at that metadata (RFC 9728 §5.1).
+    refused = http.post("/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                                      "params": {"id": "x"}})
+    assert refused.status_code == 401
+    assert refused.headers["WWW-Authenticate"] == (
+        'Bearer resource_metadata="http://localhost/.well-known/oauth-protected-resource/a2a"'
+    )
 
 
 def test_no_protected_resource_metadata_without_an_issuer(make_app: t.Callable[..., Flask]) -> None:
