@@ -25,6 +25,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_KEEPALIVE_INTERVAL": 15.0,
     "A2A_MAX_BODY_BYTES": 1024 * 1024,
     "A2A_DISABLE_ENTITY_SKILLS": False,
+    "A2A_DISABLE_PUSH_NOTIFICATIONS": False,
     "A2A_MAX_HISTORY": 100,
     "A2A_SHUTDOWN_TIMEOUT": 10.0,
     "A2A_REPLICA_POLL_INTERVAL": 1.0,
@@ -68,6 +69,7 @@ class Settings:
     keepalive_interval: float = 15.0
     max_body_bytes: int = 1024 * 1024
     disable_entity_skills: bool = False
+    disable_push_notifications: bool = False
     max_history: int = 100
     shutdown_timeout: float = 10.0
     replica_poll_interval: float = 1.0

@@ -150,7 +150,7 @@ class A2A:
         runner = self._runner if self._runner is not None else default_runner(
             settings.run_pool_size
         )
-        push = PushSender(
+        push = None if settings.disable_push_notifications else PushSender(
             store,
             runner.spawn,
             allow_private=settings.allow_private_push,

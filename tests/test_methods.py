@@ -511,10 +511,12 @@ PUSH_CALLS = [
 
 @pytest.mark.parametrize(("method", "params"), PUSH_CALLS)
 def test_push_config_methods_without_push(
-    app: Flask, client: A2ATestClient, method: str, params: dict[str, str]
+    make_app: t.Callable[..., Flask], method: str, params: dict[str, str]
 ) -> None:
-    if app.extensions["a2a"].exchange.push is not None:
-        pytest.skip("push notifications are on by default now; tests/test_push.py covers them")
+    app = make_app(config={"A2A_DISABLE_PUSH_NOTIFICATIONS": True})
+    client = A2ATestClient(app, token="alice")
+    card = app.test_client().get("/.well-known/agent-card.json").get_json()
+    assert card["capabilities"]["pushNotifications"] is False
     task = client.send("x", skill="echo")["task"]
     filled = {k: v.replace("{id}", task["id"]) for k, v in params.items()}
     assert client.rpc(method, filled).code == -32003
