@@ -369,7 +369,6 @@ class TaskContext(TaskMutations):
                 raise TaskCanceled("task was canceled") from None
             if is_final(run.record.state):
                 self._settled = True
-                run.done.set()  # a blocking SendMessage answers now, even if the handler goes on
 
     def hand_off(self, text: str | None = None) -> None:
         """Mark the task WORKING and hand it to work outside this run (a job queue, a thread).
