@@ -7,6 +7,7 @@ process, gevent in a gevent-patched pytest session that ``test_gevent_session.py
 from __future__ import annotations
 
 import threading
+import time
 import typing as t
 
 import pytest
@@ -25,6 +26,25 @@ TOKENS: dict[str, Principal] = {
     "alice-write": Principal("alice", scopes=frozenset({"tasks:write"})),
     "alice-t2": Principal("alice", tenant="t2"),
 }
+
+
+def wait_for(predicate: t.Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` passes (bounded; for state that has no
+    event to await, such as another thread's bookkeeping)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        threading.Event().wait(0.005)
+    return predicate()
+
+
+def next_millisecond() -> None:
+    """Wait for the wire clock (millisecond precision) to tick, so timestamps are distinct."""
+    from flask_a2a.model import utcnow
+
+    start = utcnow()
+    assert wait_for(lambda: utcnow() > start, timeout=1.0)
 
 
 def token_principal() -> Principal | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import typing as t
 
 import pytest
@@ -30,6 +29,7 @@ from flask_a2a.config import DEFAULTS
 from flask_a2a.model import Message, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from flask_a2a.server import Exchange
 from flask_a2a.sse_client import sse_data
+from tests.conftest import wait_for
 from tests.serve import serve
 
 DEADLINE = 10.0
@@ -64,15 +64,6 @@ def alice(live: Live) -> t.Iterator[A2AClient]:
     with live.client() as client:
         yield client
 
-
-def wait_for(condition: t.Callable[[], bool], timeout: float = DEADLINE) -> bool:
-    """Poll ``condition`` until it holds or ``timeout`` passes (no fixed sleeps)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 def stored(exchange: Exchange, *owners: str) -> int:

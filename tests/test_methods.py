@@ -4,28 +4,17 @@ from __future__ import annotations
 
 import base64
 import threading
-import time
 import typing as t
 
 import pytest
 from flask import Flask
 
 from flask_a2a import Part, Skill, TaskCanceled, TaskContext
-from flask_a2a.model import utcnow
 from flask_a2a.testing import A2ATestClient
-from tests.conftest import Gate, echo
+from tests.conftest import Gate, echo, next_millisecond, wait_for
 
 # ----------------------------------------------------------------------------- helpers
 
-
-def wait_for(predicate: t.Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll ``predicate`` until it holds or ``timeout`` passes (bounded)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        threading.Event().wait(0.005)
-    return predicate()
 
 
 def bounded(call: t.Callable[[], t.Any], on_timeout: t.Callable[[], None]) -> t.Any:
@@ -41,11 +30,6 @@ def bounded(call: t.Callable[[], t.Any], on_timeout: t.Callable[[], None]) -> t.
     assert out, "the call raised"
     return out[0]
 
-
-def next_millisecond() -> None:
-    """Wait for the wire clock (millisecond precision) to tick, so timestamps are distinct."""
-    start = utcnow()
-    assert wait_for(lambda: utcnow() > start, timeout=1.0)
 
 
 def ask(task: TaskContext) -> None:

@@ -27,7 +27,7 @@ from flask_a2a import Part, Skill, TaskContext
 from flask_a2a.model import TaskState
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
-from tests.conftest import Gate, pg_url
+from tests.conftest import Gate, pg_url, wait_for
 
 POLL = 0.05
 
@@ -69,15 +69,6 @@ def replicas(
 
 def exchange(app: Flask) -> t.Any:
     return app.extensions["a2a"].exchange
-
-
-def wait_for(predicate: t.Callable[[], bool], budget: float = 10.0) -> bool:
-    deadline = time.monotonic() + budget
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)  # waiting on another replica's poll: there is no local event
-    return predicate()
 
 
 def stream_in_thread(
@@ -254,6 +245,7 @@ class Replica:
              "tests.replica_app:create_app()"],
             cwd=ROOT, env={**os.environ, **env},
             stdout=subprocess.DEVNULL, stderr=self.log,
+            start_new_session=True,  # its own process group: kill -9 takes master and worker
         )  # fmt: skip
         deadline = time.monotonic() + 30
         while True:
@@ -274,6 +266,11 @@ class Replica:
         return requests.post(
             self.url + "/a2a", json=body, headers=ALICE, stream=True, timeout=10
         )
+
+    def kill9(self) -> None:
+        """kill -9 of the whole replica: the gunicorn master and its worker, at once."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
 
     def stop(self, sig: int = signal.SIGTERM) -> str:
         if self.proc.poll() is None:
@@ -379,10 +376,11 @@ def test_live_kill_9_of_the_running_replica_leaves_the_task_readable_and_cancela
         lambda: b.rpc("GetTask", {"id": task_id})["result"]["status"]["state"]
         == TaskState.WORKING.value
     )
-    a.proc.send_signal(signal.SIGKILL)
-    a.proc.wait(10)
+    a.kill9()
     got = b.rpc("GetTask", {"id": task_id})["result"]
     assert got["status"]["state"] == "TASK_STATE_WORKING"
-    canceled = b.rpc("CancelTask", {"id": task_id})["result"]
+    answer = b.rpc("CancelTask", {"id": task_id})
+    assert "result" in answer, answer
+    canceled = answer["result"]
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
     assert b.rpc("GetTask", {"id": task_id})["result"]["status"]["state"] == "TASK_STATE_CANCELED"

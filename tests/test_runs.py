@@ -13,27 +13,10 @@ from flask import Flask
 
 from flask_a2a import Message, Part, Role, Skill, TaskContext, TaskTimedOut
 from flask_a2a.errors import UnencodableDataError
-from flask_a2a.model import utcnow
 from flask_a2a.store import MemoryStore
 from flask_a2a.store.base import TaskRecord
 from flask_a2a.testing import A2ATestClient
-from tests.conftest import Gate, echo
-
-
-def wait_for(predicate: t.Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll ``predicate`` until it holds or ``timeout`` passes (bounded)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        threading.Event().wait(0.005)
-    return predicate()
-
-
-def next_millisecond() -> None:
-    """Wait for the wire clock (millisecond precision) to tick, so 'oldest' is well defined."""
-    start = utcnow()
-    assert wait_for(lambda: utcnow() > start, timeout=1.0)
+from tests.conftest import Gate, echo, next_millisecond, wait_for
 
 
 def ask(task: TaskContext) -> None:
