@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -58,42 +59,74 @@ def _answers(url: str) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def gunicorn_server(
-    spec: str,
-    *,
-    chdir: str,
-    port: int | None = None,
-    env: t.Mapping[str, str] | None = None,
-    ready_path: str = "/.well-known/agent-card.json",
-    startup_timeout: float = 30.0,
-) -> t.Iterator[str]:
-    """Run ``gunicorn -k gevent spec`` from ``chdir`` on ``port`` (free when not given)."""
-    port = port or free_port()
-    base = f"http://{HOST}:{port}"
-    log = tempfile.TemporaryFile()
-    command = [
-        sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "1",
-        "-b", f"{HOST}:{port}", "--chdir", chdir, "--graceful-timeout", "5", spec,
-    ]  # fmt: skip
-    proc = subprocess.Popen(
-        command, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT
-    )
-    try:
+class LiveGunicorn:
+    """``gunicorn -k gevent`` in a subprocess on 127.0.0.1 (the production setup).
+
+    Started in its own process group, so :meth:`kill9` takes the master and its workers at
+    once; :meth:`stop` is a graceful SIGTERM (the workers' exit hooks run) and returns the log.
+    """
+
+    def __init__(
+        self,
+        spec: str,
+        *,
+        chdir: str,
+        env: t.Mapping[str, str] | None = None,
+        port: int | None = None,
+        workers: int = 1,
+        extra: t.Sequence[str] = (),
+        ready_path: str = "/.well-known/agent-card.json",
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.port = port or free_port()
+        self.url = f"http://{HOST}:{self.port}"
+        self._log = tempfile.TemporaryFile(mode="w+")
+        command = [
+            sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", str(workers),
+            "-b", f"{HOST}:{self.port}", "--chdir", chdir, "--graceful-timeout", "5",
+            *extra, spec,
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(
+            command, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+            stderr=self._log, start_new_session=True,
+        )  # fmt: skip
         deadline = time.monotonic() + startup_timeout
-        while not _answers(base + ready_path):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                raise RuntimeError(
-                    f"gunicorn did not come up on {base}:\n{log.read().decode(errors='replace')}"
-                )
+        while not _answers(self.url + ready_path):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"gunicorn did not come up on {self.url}:\n{self.stop()}")
             time.sleep(0.05)  # polling a subprocess's socket: there is no event to await
-        yield base
+
+    def output(self) -> str:
+        """Everything the server logged so far."""
+        self._log.seek(0)
+        return self._log.read()
+
+    def kill9(self) -> None:
+        """kill -9 of the whole server: master and workers at once."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> str:
+        """Stop gracefully (SIGTERM; SIGKILL of the group after 15 s); returns the log."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if self._log.closed:
+            return ""
+        out = self.output()
+        self._log.close()
+        return out
+
+
+@contextlib.contextmanager
+def gunicorn_server(spec: str, *, chdir: str, **options: t.Any) -> t.Iterator[str]:
+    """Run :class:`LiveGunicorn` for a ``with`` block; yields its base URL."""
+    server = LiveGunicorn(spec, chdir=chdir, **options)
+    try:
+        yield server.url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
+        server.stop()

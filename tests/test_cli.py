@@ -20,7 +20,7 @@ from flask_a2a.model import TaskState
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo
-from tests.serve import serve
+from tests.live_server import werkzeug_server as serve
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -30,7 +30,7 @@ from flask_a2a.model import Message, TaskArtifactUpdateEvent, TaskStatusUpdateEv
 from flask_a2a.server import Exchange
 from flask_a2a.sse_client import sse_data
 from tests.conftest import wait_for
-from tests.serve import serve
+from tests.live_server import werkzeug_server as serve
 
 DEADLINE = 10.0
 

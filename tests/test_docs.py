@@ -54,7 +54,7 @@ def curl_samples() -> list[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def example_server() -> t.Iterator[str]:
     from examples.agent import create_app
-    from tests.serve import serve
+    from tests.live_server import werkzeug_server as serve
 
     with serve(create_app()) as base_url:
         yield base_url

@@ -7,9 +7,6 @@ import os
 import selectors
 import signal
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 import typing as t
 from pathlib import Path
@@ -17,66 +14,23 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.live_server import LiveGunicorn
+
 pytestmark = pytest.mark.live
 
 ROOT = Path(__file__).resolve().parent.parent
 ALICE = {"Authorization": "Bearer alice-token", "Content-Type": "application/json"}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+class Gunicorn(LiveGunicorn):
+    """The live app under gunicorn, with a JSON-RPC helper."""
 
-
-class Gunicorn:
-    """One gunicorn gevent server on 127.0.0.1, stopped (and reaped) by :meth:`stop`."""
-
-    def __init__(self, app: str, env: dict[str, str], workers: int = 1) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", str(workers),
-             "--worker-connections", "2000", "-b", f"127.0.0.1:{self.port}",
-             "--graceful-timeout", "10", app],
-            cwd=ROOT,
-            env={**os.environ, **env},
-            stdout=subprocess.DEVNULL,
-            stderr=self.log,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"gunicorn exited: {self.stop()[-2000:]}")
-            try:
-                if requests.get(self.url + "/.well-known/agent-card.json", timeout=1).ok:
-                    return
-            except requests.ConnectionError:
-                time.sleep(0.05)  # the server is still binding: nothing to await on
-        self.stop()
-        raise RuntimeError("gunicorn did not start")
+    def __init__(self, app: str, env: dict[str, str]) -> None:
+        super().__init__(app, chdir=str(ROOT), env=env, extra=["--worker-connections", "2000"])
 
     def rpc(self, method: str, params: t.Any, **kw: t.Any) -> t.Any:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         return requests.post(self.url + "/a2a", json=body, headers=ALICE, timeout=30, **kw)
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read()
-
-    def stop(self, sig: int = signal.SIGTERM) -> str:
-        """Stop the server; returns everything it logged."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        out = self.output()
-        self.log.close()
-        return out
 
 
 @pytest.fixture

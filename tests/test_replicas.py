@@ -8,11 +8,6 @@ Live: two ``gunicorn -k gevent`` processes on the same PostgreSQL tables
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import typing as t
@@ -28,6 +23,7 @@ from flask_a2a.model import TaskState
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, pg_url, wait_for
+from tests.live_server import LiveGunicorn
 
 POLL = 0.05
 
@@ -224,38 +220,11 @@ ALICE = {"Authorization": "Bearer alice-token", "Content-Type": "application/jso
 LIVE_POLL = 0.2
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Replica:
+class Replica(LiveGunicorn):
     """One ``gunicorn -k gevent`` process of tests/replica_app.py on 127.0.0.1."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "1",
-             "-b", f"127.0.0.1:{self.port}", "--graceful-timeout", "5",
-             "tests.replica_app:create_app()"],
-            cwd=ROOT, env={**os.environ, **env},
-            stdout=subprocess.DEVNULL, stderr=self.log,
-            start_new_session=True,  # its own process group: kill -9 takes master and worker
-        )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while True:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"replica did not start:\n{self.stop()[-3000:]}")
-            try:
-                if requests.get(self.url + "/.well-known/agent-card.json", timeout=1).ok:
-                    break
-            except requests.RequestException:
-                time.sleep(0.05)  # still starting: a subprocess's socket gives no event
+        super().__init__("tests.replica_app:create_app()", chdir=str(ROOT), env=env)
 
     def rpc(self, method: str, params: t.Any) -> t.Any:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
@@ -266,24 +235,6 @@ class Replica:
         return requests.post(
             self.url + "/a2a", json=body, headers=ALICE, stream=True, timeout=10
         )
-
-    def kill9(self) -> None:
-        """kill -9 of the whole replica: the gunicorn master and its worker, at once."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self, sig: int = signal.SIGTERM) -> str:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.log.seek(0)
-        out = self.log.read()
-        self.log.close()
-        return out
 
 
 def events_of(response: requests.Response) -> t.Iterator[dict[str, t.Any]]:
