@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
-import typing as t
 
 from .model import StreamEvent
 
@@ -101,5 +100,3 @@ class Bus:
         with self._lock:
             return len(self._subs.get(task_id, ()))
 
-
-Publisher = t.Callable[[BusEvent], None]

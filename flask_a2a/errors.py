@@ -212,12 +212,23 @@ def error_class_for_code(code: int) -> type[A2AError]:
 
 
 def error_from_dict(error: t.Mapping[str, t.Any]) -> A2AError:
-    """Rebuild an error object received over the wire."""
+    """Rebuild an error received over the wire: the inverse of :meth:`A2AError.to_dict`
+    (its class by code, its message, the ErrorInfo metadata and the field violations)."""
     code = error.get("code")
     cls = error_class_for_code(code) if isinstance(code, int) else A2AError
     exc = cls(str(error.get("message", cls.message)))
-    exc.wire_code = code  # type: ignore[attr-defined]
-    exc.wire_data = error.get("data")  # type: ignore[attr-defined]
+    details = error.get("data")
+    for detail in details if isinstance(details, list) else ():
+        if not isinstance(detail, dict):
+            continue
+        if detail.get("@type") == ERROR_INFO_TYPE and isinstance(detail.get("metadata"), dict):
+            exc.metadata = {str(k): str(v) for k, v in detail["metadata"].items()}
+        elif detail.get("@type") == BAD_REQUEST_TYPE:
+            exc.field_violations = [
+                (str(v.get("field", "")), str(v.get("description", "")))
+                for v in detail.get("fieldViolations") or ()
+                if isinstance(v, dict)
+            ]
     return exc
 
 

@@ -238,7 +238,7 @@ class A2A:
         removed = exchange.store.erase_owner(owner)
         for run in exchange.live_runs():
             if run.owner == owner:
-                exchange._forget(run.task_id)
+                exchange.forget(run.task_id)
         return removed
 
 

@@ -109,7 +109,7 @@ class ReplicaWatch:
             if run.done.is_set():
                 return
             run.cancelled = True
-        self.exchange._forget(run.task_id)
+        self.exchange.forget(run.task_id)
         run.done.set()
 
     def finished(self, run: Run) -> None:

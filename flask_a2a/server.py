@@ -33,8 +33,6 @@ from .errors import (
 )
 from .message_params import read_send_params
 from .model import (
-    INTERRUPTED_STATES,
-    TERMINAL_STATES,
     Message,
     Principal,
     Task,
@@ -46,6 +44,7 @@ from .model import (
 )
 from .pipeline import Call, HTTPRequest, Method, Reply
 from .replicas import ReplicaWatch, is_shared
+from .retention import Retention
 from .router import Skill, route
 from .runner import Runner, RunSlots
 from .sse import HEADERS as SSE_HEADERS
@@ -117,9 +116,10 @@ class Exchange:
             store,
             self.bus,
             max_history=settings.max_history,
-            on_final=self._retain,
             on_event=push.deliver if push is not None else None,
         )
+        self.retention = Retention(settings, store, self.writer, self.forget)
+        self.writer.on_final = self.retention.after_final
         self.closing = False
         self._runs: dict[str, Run] = {}
         self._runs_lock = threading.Lock()
@@ -268,7 +268,7 @@ class Exchange:
                 TaskRecord(task, principal.owner, principal.tenant, principal.scope_key, now)
             )
             self._register_inline_push(record, config)
-            self._retain(record)
+            self.retention.after_final(record)
             return Started(record, None, self.bus.subscribe(task_id) if subscribe else None)
         skill = routed.skill
         self._claim(principal.owner)
@@ -606,50 +606,9 @@ class Exchange:
 
     def trim_tier(self, record: TaskRecord) -> None:
         """Hold ``record``'s tier to both retention bounds now (``flask a2a trim``)."""
-        self._trim_paused(record)
-        self._trim_terminal(record)
+        self.retention.trim_tier(record)
 
-    def _retain(self, record: TaskRecord) -> None:
-        """After a settle or pause in a tier, hold that tier to its bounds."""
-        if record.state in TERMINAL_STATES:
-            self._trim_terminal(record)
-        elif record.state in INTERRUPTED_STATES:
-            self._trim_paused(record)
-
-    def _trim_terminal(self, record: TaskRecord) -> None:
-        keep = self.settings.terminal_task_retention
-        if keep < 0:
-            return
-        trimmer = getattr(self.store, "trim_terminal_tasks", None)
-        if trimmer is not None:
-            deleted = trimmer(record.tier, keep)
-        else:
-            query = ListQuery(
-                owner=record.owner, tenant=record.tenant, scopes=record.scopes,
-                scoped=True, states=TERMINAL_STATES, limit=100_000,
-            )
-            rows = [r for r in self.store.list_tasks(query).records if r.tier == record.tier]
-            deleted = [r.task.id for r in rows[keep:]]
-            self.store.delete_tasks(deleted)
-        for task_id in deleted:
-            self._forget(task_id)
-
-    def _trim_paused(self, record: TaskRecord) -> None:
-        keep = self.settings.paused_task_retention
-        if keep < 0:
-            return
-        query = ListQuery(
-            owner=record.owner, tenant=record.tenant, scopes=record.scopes, scoped=True,
-            states=INTERRUPTED_STATES, limit=keep + 256,
-        )
-        rows = [r for r in self.store.list_tasks(query).records if r.tier == record.tier]
-        for old in rows[keep:]:
-            try:
-                self.writer.settle(old, TaskState.CANCELED, "canceled: too many paused tasks")
-            except StaleTaskError:
-                continue
-
-    def _forget(self, task_id: str) -> None:
+    def forget(self, task_id: str) -> None:
         """A task was deleted: cut its local run and end its streams with no event."""
         run = self._runs.get(task_id)
         if run is not None:

@@ -14,7 +14,7 @@ import requests
 from urllib3.exceptions import ReadTimeoutError
 
 from . import wire
-from .errors import BAD_REQUEST_TYPE, ERROR_INFO_TYPE, A2AError, error_from_dict
+from .errors import error_from_dict
 from .model import Message, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
 
 StreamEvent = Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
@@ -49,30 +49,12 @@ def result_of(payload: t.Any, request_id: int, status: int = 200) -> t.Any:
     if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
         raise A2AClientError(f"HTTP {status}: the answer is not JSON-RPC", status)
     if "error" in payload and isinstance(payload["error"], dict):
-        raise rebuild_error(payload["error"])
+        raise error_from_dict(payload["error"])
     if status != 200 or "result" not in payload:
         raise A2AClientError(f"HTTP {status}: the answer holds no result", status)
     if payload.get("id") != request_id:
         raise A2AClientError("the answer is for another request", status)
     return payload["result"]
-
-
-def rebuild_error(error: t.Mapping[str, t.Any]) -> A2AError:
-    """The server's error class, with the ErrorInfo metadata and field violations it sent."""
-    exc = error_from_dict(error)
-    details = error.get("data")
-    for detail in details if isinstance(details, list) else ():
-        if not isinstance(detail, dict):
-            continue
-        if detail.get("@type") == ERROR_INFO_TYPE and isinstance(detail.get("metadata"), dict):
-            exc.metadata = {str(k): str(v) for k, v in detail["metadata"].items()}
-        elif detail.get("@type") == BAD_REQUEST_TYPE:
-            exc.field_violations = [
-                (str(v.get("field", "")), str(v.get("description", "")))
-                for v in detail.get("fieldViolations") or ()
-                if isinstance(v, dict)
-            ]
-    return exc
 
 
 class EventStream:

@@ -297,16 +297,6 @@ class ProtoSchema(Schema):
         return out
 
 
-def _key(name: str) -> str:
-    return _camel(name)
-
-
-def _str(required: bool = False) -> fields.String:
-    if required:
-        return fields.String(required=True, validate=validate.Length(min=1))
-    return fields.String()
-
-
 class PartSchema(ProtoSchema):
     keep_null = frozenset({"data"})
     text = fields.String()

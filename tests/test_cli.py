@@ -19,7 +19,7 @@ from flask_a2a.cli import a2a_cli
 from flask_a2a.model import TaskState
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
-from tests.conftest import Gate, echo
+from tests.conftest import Gate, echo, next_millisecond
 from tests.live_server import werkzeug_server as serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +36,10 @@ def run(app: Flask, *args: str, input: str | None = None) -> Result:
 
 
 def send(app: Flask, token: str, text: str = "x", skill: str = "echo") -> str:
-    return str(A2ATestClient(app, token=token).send(text, skill=skill)["task"]["id"])
+    """Send, then let the millisecond wire clock tick: 'oldest' and 'newest' stay distinct."""
+    task_id = str(A2ATestClient(app, token=token).send(text, skill=skill)["task"]["id"])
+    next_millisecond()
+    return task_id
 
 
 def pause(task: TaskContext) -> None:

@@ -664,3 +664,15 @@ def test_a2a_errors_over_the_wire(make_app: t.Callable[..., Flask]) -> None:
         assert all(isinstance(v, str) for v in info["metadata"].values())
     assert len(probe.stored) == 1
     assert probe.stored[0]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_error_from_dict_is_the_inverse_of_to_dict() -> None:
+    from flask_a2a.errors import InvalidParamsError, TaskNotFoundError, error_from_dict
+
+    for sent in (
+        TaskNotFoundError(metadata={"taskId": "t-9"}),
+        InvalidParamsError("Invalid parameters: x", field_violations=[("message.parts", "empty")]),
+    ):
+        got = error_from_dict(sent.to_dict())
+        assert type(got) is type(sent)
+        assert got.to_dict() == sent.to_dict()

@@ -13,6 +13,7 @@ from flask import Flask
 
 from flask_a2a.model import PushConfig
 from flask_a2a.testing import A2ATestClient, RPCResponse
+from tests.conftest import next_millisecond
 from tests.webhook import Webhook
 
 #: Names the test resolver knows; anything else does not resolve (no DNS in tests).
@@ -194,6 +195,7 @@ def test_trimmed_task_takes_its_configs(
     first = client.send("one", configuration=inline)["task"]["id"]
     store = app.extensions["a2a"].exchange.store
     assert [c.id for c in store.list_push_configs(first)] == ["c"]
+    next_millisecond()  # distinct timestamps: "one" is the older
     client.send("two")
     assert client.rpc("GetTask", {"id": first}).code == -32001
     assert store.list_push_configs(first) == []

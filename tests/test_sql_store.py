@@ -18,7 +18,7 @@ from flask_a2a import A2A, Principal, Skill, TaskContext
 from flask_a2a.store import ListQuery, MemoryStore
 from flask_a2a.store.sql import SQLStore, engine_from_url
 from flask_a2a.testing import A2ATestClient
-from tests.conftest import echo, token_principal
+from tests.conftest import echo, next_millisecond, token_principal
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -352,7 +352,10 @@ def test_retention_trims_one_tier_over_sql(make_app: t.Callable[..., Flask]) -> 
     app = make_app(config={"A2A_TERMINAL_TASK_RETENTION": 2})
     client = A2ATestClient(app, "alice")
     scoped = client.send("keep me", token="alice-read")["task"]["id"]
-    ids = [client.send(f"s{i}")["task"]["id"] for i in range(4)]
+    ids = []
+    for i in range(4):
+        next_millisecond()  # distinct timestamps: "oldest" is well defined
+        ids.append(client.send(f"s{i}")["task"]["id"])
     page = client.rpc("ListTasks", {}).result
     # A session sees every tier; the scoped tier's task was not pushed out by the session's.
     assert [task["id"] for task in page["tasks"]] == [ids[3], ids[2], scoped]
