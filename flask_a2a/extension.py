@@ -251,8 +251,12 @@ def default_store(app: Flask, settings: Settings) -> Store:
     from .store import SQLStore  # the lazy import names the extra when a driver is missing
     from .store.sql import engine_from_url
 
-    if settings.database_url:
-        engine = engine_from_url(settings.database_url)
+    if settings.database_url:  # our own pool: its connections carry the store's settings
+        engine = engine_from_url(
+            settings.database_url,
+            statement_timeout=settings.statement_timeout,
+            asynchronous_commit=settings.sql_asynchronous_commit,
+        )
     else:
         with app.app_context():
             engine = t.cast(t.Any, sqlalchemy_ext).engine

@@ -167,6 +167,19 @@ def pg_engine() -> t.Iterator[t.Any]:
     engine.dispose()
 
 
+@pytest.fixture(scope="session")
+def pg_own_engine(pg_engine: t.Any) -> t.Iterator[t.Any]:
+    """An engine as ``A2A_DATABASE_URL`` gets one: its connections carry the store's default
+    settings and autocommit, so a store on it runs one-statement calls in one round trip."""
+    from flask_a2a.store.sql import engine_from_url
+
+    engine = engine_from_url(
+        pg_url(), statement_timeout=5.0, connect_args={"connect_timeout": 3}, pool_size=10
+    )
+    yield engine
+    engine.dispose()
+
+
 @pytest.fixture(
     params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -195,8 +208,8 @@ def new_store(
         if store_kind == "sqlite":
             engine = sa.create_engine(f"sqlite:///{tmp_path / 'a2a.db'}")
             engines.append(engine)
-        else:
-            engine = request.getfixturevalue("pg_engine")
+        else:  # the store runs SET LOCAL on a foreign engine when its settings differ
+            engine = request.getfixturevalue("pg_own_engine")
         options.setdefault("table_prefix", f"a2a_{uuid.uuid4().hex[:10]}_")
         store = SQLStore(engine, **options)
         made.append(store)

@@ -143,10 +143,16 @@ def test_postgres_pages_come_in_index_order(
 
 
 @pytest.mark.postgres
-def test_a_locked_row_times_out_instead_of_hanging(pg_engine: t.Any) -> None:
+@pytest.mark.parametrize("own_engine", [False, True], ids=["host-engine", "own-engine"])
+def test_a_locked_row_times_out_instead_of_hanging(pg_engine: t.Any, own_engine: bool) -> None:
+    """On the host's engine the timeout is SET LOCAL per transaction; on an engine from
+    ``engine_from_url`` every connection carries it."""
+    from tests.conftest import pg_url
     from tests.test_store import make_record, moved
 
-    store = SQLStore(pg_engine, f"a2a_{uuid.uuid4().hex[:10]}_", statement_timeout=0.3)
+    engine = engine_from_url(pg_url(), statement_timeout=0.3) if own_engine else pg_engine
+    store = SQLStore(engine, f"a2a_{uuid.uuid4().hex[:10]}_", statement_timeout=0.3)
+    assert store._autocommits is own_engine
     try:
         first = store.create_task(make_record("t1"))
         with pg_engine.connect() as holder:
@@ -159,6 +165,8 @@ def test_a_locked_row_times_out_instead_of_hanging(pg_engine: t.Any) -> None:
         assert store.get_task("t1") == first  # nothing half-written
     finally:
         store.drop()
+        if own_engine:
+            engine.dispose()
 
 
 def test_a_locked_sqlite_database_times_out_instead_of_hanging(tmp_path: t.Any) -> None:

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import time
 import typing as t
+import weakref
 import zlib
 from datetime import UTC, datetime, timedelta
 
@@ -34,23 +35,60 @@ _MICRO: t.Final = timedelta(microseconds=1)
 #: Ids are compared byte-wise in SQL, as Python compares them (keyset paging needs one order).
 _ID = sa.String(128).with_variant(sa.String(128, collation="C"), "postgresql")
 _CHUNK: t.Final = 500
+_TERMINAL_STATES: t.Final = sorted(s.value for s in TERMINAL_STATES)
 
 
-def engine_from_url(url: str, **options: t.Any) -> Engine:
+#: Engines built by :func:`engine_from_url` whose connections carry the store's session settings
+#: (statement timeout, asynchronous commit), and whether they autocommit (PostgreSQL): the store
+#: then runs a one-statement call as one round trip.
+_SESSION_SETTINGS: weakref.WeakKeyDictionary[Engine, tuple[int, bool, bool]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def engine_from_url(
+    url: str,
+    *,
+    statement_timeout: float | None = None,
+    asynchronous_commit: bool = True,
+    **options: t.Any,
+) -> Engine:
     """An engine for ``A2A_DATABASE_URL``; a missing driver names the extra to install.
 
-    An in-memory SQLite URL gets one shared connection, so every thread sees the same database.
+    With ``statement_timeout`` every connection carries it (PostgreSQL ``statement_timeout``
+    and, if ``asynchronous_commit``, ``synchronous_commit = off``; SQLite's busy timeout). On
+    PostgreSQL the engine then autocommits, so a :class:`SQLStore` on it runs a one-statement
+    call as one round trip instead of ``BEGIN; SET LOCAL ...; statement; COMMIT``; the store
+    opens real transactions where a call needs several statements. Give such an engine to the
+    store alone. An in-memory SQLite URL gets one shared connection, so every thread sees the
+    same database.
     """
+    connect_args = dict(options.pop("connect_args", {}))
+    millis = None if statement_timeout is None else _millis(statement_timeout)
     if url in ("sqlite://", "sqlite:///:memory:") or url.startswith("sqlite:///:memory:?"):
         options.setdefault("poolclass", sa.pool.StaticPool)
-        options.setdefault("connect_args", {"check_same_thread": False})
+        connect_args.setdefault("check_same_thread", False)
+    autocommit = millis is not None and url.startswith("postgresql")
+    if autocommit:
+        sync = " -c synchronous_commit=off" if asynchronous_commit else ""
+        connect_args["options"] = f"-c statement_timeout={millis}{sync}"
+        options.setdefault("isolation_level", "AUTOCOMMIT")
+    elif millis is not None and url.startswith("sqlite"):
+        connect_args["timeout"] = millis / 1000
     try:
-        return sa.create_engine(url, **options)
+        engine = sa.create_engine(url, connect_args=connect_args, **options)
     except ImportError as exc:
         raise ImportError(
             f"the SQL store could not load the database driver for {url.split(':', 1)[0]!r} "
             f"({exc}); {EXTRA_HINT}"
         ) from exc
+    if millis is not None:
+        _SESSION_SETTINGS[engine] = (millis, asynchronous_commit, autocommit)
+    return engine
+
+
+def _millis(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
 
 
 def _micros(value: datetime) -> int:
@@ -68,10 +106,14 @@ def _blank(column: t.Any) -> t.Any:
     return sa.func.coalesce(column, sa.literal_column("''"))
 
 
-def _is(column: t.Any, value: str | None) -> list[t.Any]:
-    """Exact match on a nullable key, through the COALESCE the indexes hold."""
-    exact = column.is_(None) if value is None else column == value
-    return [_blank(column) == sa.literal(value or "", literal_execute=True), exact]
+def _is(column: t.Any, name: str, null: bool) -> list[t.Any]:
+    """Exact match on a nullable key, through the COALESCE the indexes hold.
+
+    The bound value of ``name`` is the key or ``''``; ``null`` picks ``IS NULL`` for the exact
+    half, so one prepared statement serves each shape.
+    """
+    exact = column.is_(None) if null else column == sa.bindparam(name)
+    return [_blank(column) == sa.bindparam(name), exact]
 
 
 def _scope_text(scopes: tuple[str, ...] | None) -> str | None:
@@ -114,6 +156,14 @@ class SQLStore:
         self.table_prefix = table_prefix
         self.statement_timeout = statement_timeout
         self.dialect = engine.dialect.name
+        self._millis = _millis(statement_timeout)
+        carried = _SESSION_SETTINGS.get(engine)
+        #: The engine's connections already carry this timeout and commit mode.
+        self._session_settings = carried is not None and carried[:2] == (
+            self._millis, asynchronous_commit
+        )
+        #: ... and autocommit: a one-statement call is one round trip.
+        self._autocommits = self._session_settings and bool(carried and carried[2])
         if shared is None:
             in_memory = engine.url.database in (None, "", ":memory:")
             shared = not (self.dialect == "sqlite" and in_memory)
@@ -158,27 +208,55 @@ class SQLStore:
             sa.Column("seq", sa.BigInteger, nullable=False),
             sa.Column("body", sa.Text, nullable=False),
         )
+        self._insert = self.tasks.insert()
+        self._statements()
         self._open()
 
     @classmethod
     def from_url(cls, url: str, table_prefix: str = "a2a_", **options: t.Any) -> SQLStore:
-        return cls(engine_from_url(url), table_prefix, **options)
+        """A store on its own engine, whose connections carry the statement timeout."""
+        settings = {
+            "statement_timeout": options.get("statement_timeout", 5.0),
+            "asynchronous_commit": options.get("asynchronous_commit", True),
+        }
+        return cls(engine_from_url(url, **settings), table_prefix, **options)
 
     # -- connections
+
+    def _bound(self, conn: Connection) -> None:
+        """The statement timeout (and commit mode) for this transaction only."""
+        if self.dialect == "postgresql":
+            # LOCAL: only this transaction, never the host app's own on a shared engine.
+            # Task rows are not jobs (docs/storage-and-scaling.md), so by default a commit
+            # does not wait for the WAL flush; a crash may lose the last few updates.
+            sync = "; SET LOCAL synchronous_commit = off" if self.asynchronous_commit else ""
+            conn.exec_driver_sql(f"SET LOCAL statement_timeout = {self._millis}{sync}")
+        elif self.dialect == "sqlite":
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {self._millis}")
 
     @contextlib.contextmanager
     def _tx(self) -> t.Iterator[Connection]:
         """One short transaction, bounded by the statement timeout."""
+        if self._autocommits:
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(isolation_level="READ COMMITTED")
+                with conn.begin():
+                    yield conn
+            return
         with self.engine.begin() as conn:
-            millis = max(1, int(self.statement_timeout * 1000))
-            if self.dialect == "postgresql":
-                # LOCAL: only this transaction, never the host app's own on a shared engine.
-                # Task rows are not jobs (docs/storage-and-scaling.md), so by default a commit
-                # does not wait for the WAL flush; a crash may lose the last few updates.
-                sync = "; SET LOCAL synchronous_commit = off" if self.asynchronous_commit else ""
-                conn.exec_driver_sql(f"SET LOCAL statement_timeout = {millis}{sync}")
-            elif self.dialect == "sqlite":
-                conn.exec_driver_sql(f"PRAGMA busy_timeout = {millis}")
+            if not self._session_settings:
+                self._bound(conn)
+            yield conn
+
+    @contextlib.contextmanager
+    def _one(self) -> t.Iterator[Connection]:
+        """A call that is one statement: one autocommit round trip on an engine from
+        :func:`engine_from_url`; else a bounded transaction."""
+        if not self._autocommits:
+            with self._tx() as conn:
+                yield conn
+            return
+        with self.engine.connect() as conn:
             yield conn
 
     def _open(self) -> None:
@@ -224,11 +302,79 @@ class SQLStore:
             skill=row.skill,
         )
 
-    def _tier_conditions(
-        self, owner: str, tenant: str | None, scopes: tuple[str, ...] | None
-    ) -> list[t.Any]:
+    def _tier_params(self, tier: Tier) -> dict[str, t.Any]:
+        return {"owner": tier.owner, "tenant": tier.tenant or "",
+                "scopes": _scope_text(tier.scopes) or ""}  # fmt: skip
+
+    def _tier_where(self, tenant_null: bool, scopes_null: bool) -> list[t.Any]:
+        """One tier (owner, tenant, scope set), bound as ``:owner``, ``:tenant``, ``:scopes``."""
         c = self.tasks.c
-        return [c.owner == owner, *_is(c.tenant, tenant), *_is(c.scopes, _scope_text(scopes))]
+        return [
+            c.owner == sa.bindparam("owner"),
+            *_is(c.tenant, "tenant", tenant_null),
+            *_is(c.scopes, "scopes", scopes_null),
+        ]
+
+    def _statements(self) -> None:
+        """The hot statements, built once: SQLAlchemy then caches their compiled form."""
+        c = self.tasks.c
+        self._get = sa.select(self.tasks).where(c.id == sa.bindparam("task_id"))
+        self._get_owned = self._get.where(c.owner == sa.bindparam("owner"))
+        self._update = (
+            self.tasks.update()
+            .where(c.id == sa.bindparam("task_id"), c.version == sa.bindparam("expected"))
+            .values(
+                body=sa.bindparam("new_body"),
+                version=sa.bindparam("new_version"),
+                state=sa.bindparam("new_state"),
+                status_ts=sa.bindparam("new_status_ts"),
+                skill=sa.bindparam("new_skill"),
+            )
+            .returning(c.owner, c.tenant, c.scopes, c.created_at)
+        )
+        self._trims: dict[tuple[bool, bool], t.Any] = {}
+
+    def _trim_statement(self, tier: Tier) -> t.Any:
+        """Delete the tier's terminal rows past ``:keep`` and the owner's orphan configs.
+
+        On PostgreSQL it is one statement: the doomed rows are locked ``SKIP LOCKED``, so
+        concurrent trims of one tier never wait on (or deadlock over) the same oldest rows;
+        a row another trim holds is that trim's to delete.
+        """
+        shape = (tier.tenant is None, tier.scopes is None)
+        statement = self._trims.get(shape)
+        if statement is not None:
+            return statement
+        c, pc = self.tasks.c, self.push_configs.c
+        oldest = (
+            sa.select(c.id)
+            .where(*self._tier_where(*shape), c.state.in_(_TERMINAL_STATES))
+            .order_by(c.status_ts.desc(), c.id.desc())
+            .offset(sa.bindparam("keep"))
+        )
+        if self.dialect != "postgresql":
+            statement = self.tasks.delete().where(c.id.in_(oldest.scalar_subquery()))
+            self._trims[shape] = statement.returning(c.id)
+            return self._trims[shape]
+        locked = (
+            sa.select(c.id)
+            .where(c.id.in_(oldest.scalar_subquery()))
+            .with_for_update(skip_locked=True)
+        )
+        doomed = (
+            self.tasks.delete()
+            .where(c.id.in_(locked.scalar_subquery()))
+            .returning(c.id)
+            .cte("doomed")
+        )
+        alive = sa.select(c.id).where(c.id == pc.task_id).exists()
+        orphans = self.push_configs.delete().where(
+            pc.owner == sa.bindparam("owner"),
+            sa.select(doomed.c.id).exists(),
+            sa.or_(pc.task_id.in_(sa.select(doomed.c.id)), ~alive),
+        )
+        self._trims[shape] = sa.select(doomed.c.id).add_cte(orphans.cte("orphans"))
+        return self._trims[shape]
 
     # -- tasks
 
@@ -236,55 +382,50 @@ class SQLStore:
         body = encode_task(record.task)
         record = dataclasses.replace(record, version=1)
         task = record.task
+        row = {
+            "id": task.id,
+            "owner": record.owner,
+            "tenant": record.tenant,
+            "scopes": _scope_text(record.scopes),
+            "skill": record.skill,
+            "version": 1,
+            "state": task.status.state.value,
+            "status_ts": _micros(task.status.timestamp),
+            "context_id": task.context_id,
+            "created_at": _micros(record.created_at),
+            "body": body,
+        }
         try:
-            with self._tx() as conn:
-                conn.execute(
-                    self.tasks.insert().values(
-                        id=task.id,
-                        owner=record.owner,
-                        tenant=record.tenant,
-                        scopes=_scope_text(record.scopes),
-                        skill=record.skill,
-                        version=1,
-                        state=task.status.state.value,
-                        status_ts=_micros(task.status.timestamp),
-                        context_id=task.context_id,
-                        created_at=_micros(record.created_at),
-                        body=body,
-                    )
-                )
+            with self._one() as conn:
+                conn.execute(self._insert, row)
         except sa.exc.IntegrityError:
             raise ValueError(f"task {task.id!r} exists") from None
         return record
 
     def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
-        query = sa.select(self.tasks).where(self.tasks.c.id == task_id)
-        if owner is not None:
-            query = query.where(self.tasks.c.owner == owner)
-        with self._tx() as conn:
-            row = conn.execute(query).first()
+        with self._one() as conn:
+            if owner is None:
+                row = conn.execute(self._get, {"task_id": task_id}).first()
+            else:
+                row = conn.execute(self._get_owned, {"task_id": task_id, "owner": owner}).first()
         return None if row is None else self._record(row)
 
     def update_task(self, record: TaskRecord, expected_version: int) -> TaskRecord:
         body = encode_task(record.task)
-        task, c = record.task, self.tasks.c
-        statement = (
-            self.tasks.update()
-            .where(c.id == task.id, c.version == expected_version)
-            .values(
-                body=body,
-                version=expected_version + 1,
-                state=task.status.state.value,
-                status_ts=_micros(task.status.timestamp),
-                skill=record.skill,
-            )
-            .returning(c.owner, c.tenant, c.scopes, c.created_at)
-        )
-        with self._tx() as conn:
-            row = conn.execute(statement).first()
-            if row is None:
-                current = conn.execute(sa.select(self.tasks).where(c.id == task.id)).first()
-                raise StaleTaskError(None if current is None else self._record(current))
+        task = record.task
+        values = {
+            "task_id": task.id,
+            "expected": expected_version,
+            "new_body": body,
+            "new_version": expected_version + 1,
+            "new_state": task.status.state.value,
+            "new_status_ts": _micros(task.status.timestamp),
+            "new_skill": record.skill,
+        }
+        with self._one() as conn:
+            row = conn.execute(self._update, values).first()
+        if row is None:  # the row moved (or is gone): say what it holds now
+            raise StaleTaskError(self.get_task(task.id))
         # Creation-time ownership comes from the row, whatever the caller's record says.
         return TaskRecord(
             task=task,
@@ -300,7 +441,7 @@ class SQLStore:
         """Version and state of each task still stored (one query for the replica poll)."""
         c = self.tasks.c
         out: dict[str, tuple[int, TaskState]] = {}
-        with self._tx() as conn:
+        with self._one() as conn:
             for start in range(0, len(task_ids), _CHUNK):
                 chunk = task_ids[start : start + _CHUNK]
                 query = sa.select(c.id, c.version, c.state).where(c.id.in_(chunk))
@@ -311,10 +452,14 @@ class SQLStore:
     def list_tasks(self, query: ListQuery) -> TaskPage:
         c = self.tasks.c
         where: list[t.Any] = [c.owner == query.owner]
+        params: dict[str, t.Any] = {}
         if query.tenanted:
-            where.extend(_is(c.tenant, query.tenant))
+            where.extend(_is(c.tenant, "tenant", query.tenant is None))
+            params["tenant"] = query.tenant or ""
         if query.scoped:
-            where.extend(_is(c.scopes, _scope_text(query.scopes)))
+            scopes = _scope_text(query.scopes)
+            where.extend(_is(c.scopes, "scopes", scopes is None))
+            params["scopes"] = scopes or ""
         if query.context_id:
             where.append(c.context_id == query.context_id)
         if query.states is not None:
@@ -325,8 +470,10 @@ class SQLStore:
         if query.cursor is not None:
             stamp, last_id = query.cursor
             page_where.append(sa.tuple_(c.status_ts, c.id) < sa.tuple_(_micros(stamp), last_id))
-        with self._tx() as conn:
-            total = conn.execute(sa.select(sa.func.count()).select_from(self.tasks).where(*where))
+        with self._one() as conn:  # the count and the page: two reads, no transaction
+            total = conn.execute(
+                sa.select(sa.func.count()).select_from(self.tasks).where(*where), params
+            )
             count = int(total.scalar_one())
             rows = []
             if query.limit > 0:
@@ -335,7 +482,8 @@ class SQLStore:
                         sa.select(self.tasks)
                         .where(*page_where)
                         .order_by(c.status_ts.desc(), c.id.desc())
-                        .limit(query.limit + 1)
+                        .limit(query.limit + 1),
+                        params,
                     )
                 )
         records = [self._record(row) for row in rows[: query.limit]]
@@ -357,28 +505,16 @@ class SQLStore:
 
     def trim_terminal_tasks(self, tier: Tier, keep: int) -> list[str]:
         """Delete the tier's oldest terminal tasks past ``keep``, and the owner's orphan configs."""
-        c, pc = self.tasks.c, self.push_configs.c
-        doomed_query = (
-            sa.select(c.id)
-            .where(
-                *self._tier_conditions(tier.owner, tier.tenant, tier.scopes),
-                c.state.in_(sorted(s.value for s in TERMINAL_STATES)),
-            )
-            .order_by(c.status_ts.desc(), c.id.desc())
-            .offset(max(0, keep))
-        )
-        # One statement in the common case (nothing past the bound): it runs after every settle.
-        delete = self.tasks.delete().where(c.id.in_(doomed_query.scalar_subquery()))
+        params = {**self._tier_params(tier), "keep": max(0, keep)}
+        statement = self._trim_statement(tier)
+        if self.dialect == "postgresql":  # one statement, run after every settle
+            with self._one() as conn:
+                return list(conn.execute(statement, params).scalars())
+        pc = self.push_configs.c
         with self._tx() as conn:
-            if self.dialect == "postgresql":
-                # Settles in one tier trim the same oldest rows: concurrent DELETEs of one set
-                # deadlock (each waits a deadlock_timeout). One trimmer per tier at a time.
-                name = f"{self.tasks.name}|{tier.owner}|{tier.tenant}|{tier.scopes}"
-                key = zlib.crc32(name.encode())
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key & 0x7FFFFFFF})
-            doomed = list(conn.execute(delete.returning(c.id)).scalars())
+            doomed = list(conn.execute(statement, params).scalars())
             if doomed:  # the trimmed tasks' configs, and any the owner left orphaned before
-                alive = sa.select(c.id).where(c.id == pc.task_id).exists()
+                alive = sa.select(self.tasks.c.id).where(self.tasks.c.id == pc.task_id).exists()
                 conn.execute(self.push_configs.delete().where(pc.owner == tier.owner, ~alive))
         return doomed
 
@@ -418,7 +554,7 @@ class SQLStore:
 
     def get_push_config(self, task_id: str, config_id: str) -> PushConfig | None:
         pc = self.push_configs.c
-        with self._tx() as conn:
+        with self._one() as conn:
             body = conn.execute(
                 sa.select(pc.body).where(pc.task_id == task_id, pc.id == config_id)
             ).scalar()
@@ -426,7 +562,7 @@ class SQLStore:
 
     def list_push_configs(self, task_id: str) -> list[PushConfig]:
         pc = self.push_configs.c
-        with self._tx() as conn:
+        with self._one() as conn:
             bodies = conn.execute(
                 sa.select(pc.body).where(pc.task_id == task_id).order_by(pc.seq)
             ).scalars()
@@ -434,7 +570,7 @@ class SQLStore:
 
     def delete_push_config(self, task_id: str, config_id: str) -> bool:
         pc = self.push_configs.c
-        with self._tx() as conn:
+        with self._one() as conn:
             result = conn.execute(
                 self.push_configs.delete().where(pc.task_id == task_id, pc.id == config_id)
             )
@@ -444,7 +580,7 @@ class SQLStore:
 
     def owners(self) -> list[str]:
         """Every owner holding a task (``flask a2a trim`` walks them)."""
-        with self._tx() as conn:
+        with self._one() as conn:
             query = sa.select(self.tasks.c.owner).distinct().order_by(self.tasks.c.owner)
             return list(conn.execute(query).scalars())
 
