@@ -63,9 +63,7 @@ def _store() -> t.Any:
         return None
     from flask_a2a.store.sql import SQLStore, engine_from_url
 
-    engine = engine_from_url(
-        os.environ["A2A_DATABASE_URL"], statement_timeout=5.0, pool_size=20, max_overflow=20
-    )
+    engine = engine_from_url(os.environ["A2A_DATABASE_URL"], statement_timeout=5.0)
     return SQLStore(engine, table_prefix=os.environ["BENCH_TABLE_PREFIX"])
 
 

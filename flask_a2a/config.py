@@ -29,6 +29,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_MAX_HISTORY": 100,
     "A2A_SHUTDOWN_TIMEOUT": 10.0,
     "A2A_REPLICA_POLL_INTERVAL": 1.0,
+    "A2A_BLOCKING_WRITE_DELAY": 1.0,
     "A2A_DATABASE_URL": None,
     "A2A_STATEMENT_TIMEOUT": 5.0,
     "A2A_SQL_ASYNCHRONOUS_COMMIT": True,
@@ -73,6 +74,9 @@ class Settings:
     max_history: int = 100
     shutdown_timeout: float = 10.0
     replica_poll_interval: float = 1.0
+    #: A blocking run nobody else can see yet is written when it settles or after this many
+    #: seconds, whichever is first; 0 = write every change at once.
+    blocking_write_delay: float = 1.0
     database_url: str | None = None
     statement_timeout: float = 5.0
     sql_asynchronous_commit: bool = True

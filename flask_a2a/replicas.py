@@ -76,6 +76,9 @@ class ReplicaWatch:
 
     def check(self, runs: list[Run]) -> None:
         """Compare each run's last write with the stored row; act on what others wrote."""
+        runs = [run for run in runs if run.record.version > 0]  # held tasks are ours alone
+        if not runs:
+            return
         store = self.exchange.store
         versions: t.Callable[[list[str]], dict[str, tuple[int, TaskState]]] | None
         versions = getattr(store, "task_versions", None)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import typing as t
 
 from .config import Settings
-from .model import INTERRUPTED_STATES, TERMINAL_STATES, TaskState
+from .model import INTERRUPTED_STATES, TERMINAL_STATES, TaskState, Tier
+from .rounds import RoundFailed, Rounds
 from .store.base import ListQuery, StaleTaskError, Store, TaskRecord
 from .tasks import TaskWriter
 
@@ -33,6 +34,8 @@ class Retention:
         self.store = store
         self.writer = writer
         self.forget = forget
+        #: Concurrent settles in one tier share a trim that starts after all of them.
+        self.rounds: Rounds[Tier, None] = Rounds()
 
     def after_final(self, record: TaskRecord) -> None:
         """After a settle or pause in a tier, hold that tier to its bound."""
@@ -52,7 +55,11 @@ class Retention:
             return
         trimmer = getattr(self.store, "trim_terminal_tasks", None)
         if trimmer is not None:
-            deleted = trimmer(record.tier, keep)
+            tier = record.tier
+            try:  # only the settle that trimmed gets the ids: each is forgotten once
+                deleted = self.rounds.run(tier, None, lambda _: trimmer(tier, keep)) or []
+            except RoundFailed:
+                return  # the settle that ran the trim logs its error
         else:
             query = ListQuery(
                 owner=record.owner, tenant=record.tenant, scopes=record.scopes,

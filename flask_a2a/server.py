@@ -21,6 +21,7 @@ from .config import Settings
 from .errors import (
     A2AError,
     ExtendedAgentCardNotConfiguredError,
+    InternalError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskCanceled,
@@ -271,21 +272,21 @@ class Exchange:
             self.retention.after_final(record)
             return Started(record, None, self.bus.subscribe(task_id) if subscribe else None)
         skill = routed.skill
+        task = Task(
+            task_id, context_id, TaskStatus(TaskState.SUBMITTED, now), history=(message,),
+            metadata={SKILL_METADATA_KEY: skill.id},
+        )
+        record = TaskRecord(
+            task, principal.owner, principal.tenant, principal.scope_key, now, version=0,
+            skill=skill.id,
+        )
         self._claim(principal.owner)
-        try:
-            task = Task(
-                task_id, context_id, TaskStatus(TaskState.SUBMITTED, now), history=(message,),
-                metadata={SKILL_METADATA_KEY: skill.id},
-            )
-            record = self.store.create_task(
-                TaskRecord(
-                    task, principal.owner, principal.tenant, principal.scope_key, now,
-                    skill=skill.id,
-                )
-            )
-        except BaseException:
-            self._unclaim(principal.owner)
-            raise
+        if not self._unobserved(config, subscribe):
+            try:
+                record = self.store.create_task(record)
+            except BaseException:
+                self._unclaim(principal.owner)
+                raise
         try:
             self._register_inline_push(record, config)
         except BaseException:
@@ -294,6 +295,16 @@ class Exchange:
             self.store.delete_tasks([task_id])
             raise
         return self._launch(record, message, principal, skill, subscribe, credentials)
+
+    def _unobserved(self, config: dict[str, t.Any], subscribe: bool) -> bool:
+        """Nobody but this run learns the task's id before it answers: a blocking send with
+        no stream and no inline push config. Its first write may wait (``version=0``)."""
+        return (
+            self.settings.blocking_write_delay > 0
+            and not subscribe
+            and not config.get("return_immediately")
+            and config.get("task_push_notification_config") is None
+        )
 
     def _claim(self, owner: str) -> None:
         """Take an owner slot and a pool slot, or refuse with -32004 (nothing written)."""
@@ -375,6 +386,10 @@ class Exchange:
             run.timer = self.runner.call_later(
                 self.settings.task_timeout, lambda: self._on_deadline(run)
             )
+        if record.version == 0:
+            run.write_timer = self.runner.call_later(
+                self.settings.blocking_write_delay, lambda: self._write_held(run)
+            )
         subscription = self.bus.subscribe(record.task.id) if subscribe else None
         run.handle = self.runner.start(lambda: self._execute(run, context, skill))
         return Started(record, run, subscription)
@@ -415,10 +430,23 @@ class Exchange:
         finally:
             self._finish(run)
 
+    def _write_held(self, run: Run) -> None:
+        """The run outlived ``A2A_BLOCKING_WRITE_DELAY`` with its task held: write it now, so
+        ListTasks, other replicas and a restart see it."""
+        with run.lock:
+            if run.record.version != 0 or run.done.is_set():
+                return
+            try:
+                run.record = self.store.create_task(run.record)
+            except Exception as exc:  # the run's next change tries again
+                run.write_due = True
+                log.warning("a2a: writing a held task failed: %s", scrub(repr(exc)))
+
     def _finish(self, run: Run) -> None:
         try:
-            if run.timer is not None:
-                run.timer.cancel()
+            for timer in (run.timer, run.write_timer):
+                if timer is not None:
+                    timer.cancel()
         finally:
             with self._runs_lock:
                 if self._runs.get(run.task_id) is run:
@@ -464,6 +492,8 @@ class Exchange:
         if run is not None and not config.get("return_immediately"):
             run.done.wait()
             record = run.record  # every path that settles the run stores its record here
+            if record.version == 0:  # its only write failed (logged): the task does not exist
+                raise InternalError()
 
         return {"task": wire.dump_task(record.task, history_length=history_length)}
 
@@ -581,7 +611,8 @@ class Exchange:
             return self._settle_canceled(record, text)
         with run.lock:
             run.cancelled = True
-            current = self.store.get_task(record.task.id)
+            held = run.record.version == 0  # not written yet: the run holds the task
+            current = run.record if held else self.store.get_task(record.task.id)
             if current is None:
                 raise TaskNotFoundError(metadata={"taskId": record.task.id})
             run.record = self._settle_canceled(current, text)

@@ -89,24 +89,40 @@ class TaskWriter:
         self.on_final = on_final
         self.on_event = on_event
 
-    def commit(self, record: TaskRecord, task: Task, event: StreamEvent) -> TaskRecord:
-        """Store ``task`` over ``record`` (optimistically) and publish ``event``.
-
-        Raises :class:`UnencodableDataError` before writing when the event cannot be encoded,
-        and :class:`StaleTaskError` when the row moved since ``record`` was read.
-        """
+    def _prepare(self, task: Task, event: StreamEvent) -> tuple[Task, str]:
+        """The event's JSON and the task with its history bounded; refuses unencodable data."""
         try:
             result_json = encode(dump_event(event))
         except (TypeError, ValueError, RecursionError) as exc:
             raise UnencodableDataError(f"task data cannot be JSON-encoded: {exc}") from None
         if len(task.history) > self.max_history > 0:
             task = task.evolve(history=task.history[-self.max_history :])
-        new = self.store.update_task(record.evolve(task, record.version), record.version)
+        return task, result_json
+
+    def hold(self, record: TaskRecord, task: Task, event: StreamEvent) -> TaskRecord:
+        """Keep a change to a task not written yet in memory; its first :meth:`commit`
+        writes it. Nobody outside the run knows the task, so nobody misses the event."""
+        task, _ = self._prepare(task, event)
+        return record.evolve(task, 0)
+
+    def commit(self, record: TaskRecord, task: Task, event: StreamEvent) -> TaskRecord:
+        """Store ``task`` over ``record`` (optimistically) and publish ``event``.
+
+        A record of version 0 (not written yet) is created with ``task``. Raises
+        :class:`UnencodableDataError` before writing when the event cannot be encoded, and
+        :class:`StaleTaskError` when the row moved since ``record`` was read.
+        """
+        task, result_json = self._prepare(task, event)
+        first = record.version == 0
+        if first:  # nobody knew the task: no subscriber, no push config yet
+            new = self.store.create_task(record.evolve(task, 0))
+        else:
+            new = self.store.update_task(record.evolve(task, record.version), record.version)
         final = is_final(task.status.state) and task.status.state is not record.state
         bus_event = BusEvent(task.id, new.version, event, result_json, final)
         self.bus.publish(bus_event)
         # What follows a stored write must not undo it: push and retention are contained.
-        if self.on_event is not None:
+        if self.on_event is not None and not first:
             try:
                 self.on_event(new, bus_event)
             except Exception as exc:
@@ -167,8 +183,12 @@ class Run:
         self.lock = threading.RLock()
         self.started = False
         self.handed_off = False
+        #: The task (version 0, not written yet) must be written at its next change.
+        self.write_due = False
         self.handle: RunHandle | None = None
         self.timer: Timer | None = None
+        #: Writes a held task once ``A2A_BLOCKING_WRITE_DELAY`` has passed.
+        self.write_timer: Timer | None = None
         self.deadline_mono = time.monotonic() + timeout if timeout > 0 else float("inf")
         self.deadline: datetime | None = (
             datetime.now(UTC) + timedelta(seconds=timeout) if timeout > 0 else None
@@ -359,6 +379,9 @@ class TaskContext(TaskMutations):
             task, event = build(run.record.task)
             if event is None:
                 return
+            if run.record.version == 0 and not run.write_due and not is_final(task.status.state):
+                run.record = self._writer.hold(run.record, task, event)
+                return
             try:
                 run.record = self._writer.commit(run.record, task, event)
             except StaleTaskError as exc:
@@ -374,8 +397,10 @@ class TaskContext(TaskMutations):
         """Mark the task WORKING and hand it to work outside this run (a job queue, a thread).
 
         The run ends without settling the task; the blocking SendMessage answers the WORKING
-        task. Code elsewhere continues it with ``A2A.task_updater(task_id)``.
+        task. Code elsewhere continues it with ``A2A.task_updater(task_id)``: the task is
+        stored by the time this returns, so enqueue its job after calling this.
         """
+        self._run.write_due = True
         self.working(text)
         self._settled = True
         self._run.handed_off = True

@@ -10,7 +10,7 @@ import pytest
 from flask import Flask
 
 from flask_a2a import A2A, Part, Principal, Skill, TaskCanceled, TaskContext
-from flask_a2a.store import MemoryStore
+from flask_a2a.store import ListQuery, MemoryStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, token_principal
 from tests.test_streaming import events_of, frames, next_event, open_stream
@@ -137,7 +137,11 @@ def test_store_failure_while_settling_is_contained(
         task.working()
 
     store = FinalizeFails()
-    app = make_app(skills=[Skill(id="w", name="W", description="W.", handler=work)], store=store)
+    app = make_app(
+        skills=[Skill(id="w", name="W", description="W.", handler=work)],
+        store=store,
+        config={"A2A_BLOCKING_WRITE_DELAY": 0},  # every change written at once
+    )
     client = A2ATestClient(app, token="alice")
     with caplog.at_level(logging.ERROR, logger="flask_a2a"):
         task = client.send(skill="w")["task"]
@@ -148,6 +152,30 @@ def test_store_failure_while_settling_is_contained(
     assert client.rpc("GetTask", {"id": task["id"]}).result["status"]["state"] == (
         "TASK_STATE_WORKING"
     )
+
+
+class CreateFails(MemoryStore):
+    """A store whose every task write raises (a database gone)."""
+
+    def create_task(self, record: t.Any) -> t.Any:
+        raise RuntimeError("database went away")
+
+
+def test_a_held_task_whose_only_write_fails_answers_internal_error(
+    make_app: t.Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A blocking send writes its task once, when it settles: if that write fails, the answer
+    is -32603 (never a task the store does not hold) and the failure is logged."""
+    store = CreateFails()
+    app = make_app(store=store)
+    client = A2ATestClient(app, token="alice")
+    with caplog.at_level(logging.ERROR, logger="flask_a2a"):
+        reply = client.rpc("SendMessage", {"message": client.message("hi", skill="echo")})
+    assert reply.code == -32603
+    assert reply.error["message"] == "Internal error"  # no database detail on the wire
+    assert "database went away" in caplog.text
+    assert store.list_tasks(ListQuery("alice", limit=10)).records == []
+    assert app.extensions["a2a"].exchange.slots.held("alice") == 0
 
 
 class RetentionFails(MemoryStore):

@@ -57,7 +57,11 @@ def replicas(
     make_app: t.Callable[..., Flask], pair: tuple[t.Any, t.Any], gate: Gate
 ) -> Replicas:
     skills = [Skill(id="gate", name="Gate", description="Waits.", handler=gate.handler)]
-    config = {"A2A_REPLICA_POLL_INTERVAL": POLL, "A2A_KEEPALIVE_INTERVAL": 5.0}
+    config = {
+        "A2A_REPLICA_POLL_INTERVAL": POLL,
+        "A2A_BLOCKING_WRITE_DELAY": POLL,
+        "A2A_KEEPALIVE_INTERVAL": 5.0,
+    }
     app_a = make_app(skills=skills, config=config, store=pair[0])
     app_b = make_app(skills=skills, config=config, store=pair[1])
     return Replicas(A2ATestClient(app_a, "alice"), A2ATestClient(app_b, "alice"), app_a, app_b)
@@ -122,7 +126,13 @@ def test_a_foreign_cancel_is_noticed_by_a_blocking_send_on_a(
     )
     thread.start()
     assert gate.entered.wait(10)
+    # A blocking send's task id reaches nobody: B finds it by listing, once A has written it
+    # (A2A_BLOCKING_WRITE_DELAY after it started).
+    listed: list[t.Any] = []
+    assert wait_for(lambda: bool(listed.extend(replicas.b.rpc("ListTasks", {}).result["tasks"])
+                                 or listed))  # fmt: skip
     (run,) = exchange(replicas.app_a).live_runs()
+    assert listed[0]["id"] == run.task_id
     assert replicas.b.rpc("CancelTask", {"id": run.task_id}).result["id"] == run.task_id
     thread.join(10)
     assert result[0]["task"]["status"]["state"] == "TASK_STATE_CANCELED"

@@ -297,7 +297,8 @@ def test_every_mutation_past_the_deadline_raises(
     # The timer never fires: the run's own clock must refuse, and the run must still settle.
     runner = FrozenTimers(make_runner())
     app, client = app_with(
-        make_app, config={"A2A_TASK_TIMEOUT": 0.2}, slow=slow, runner=runner, store=store
+        make_app, config={"A2A_TASK_TIMEOUT": 0.2, "A2A_BLOCKING_WRITE_DELAY": 0}, slow=slow,
+        runner=runner, store=store
     )
     task = client.send("x", skill="slow")["task"]
     assert outcomes == dict.fromkeys(outcomes, "refused") and len(outcomes) == 7
@@ -366,7 +367,9 @@ def test_working_is_idempotent(make_app: t.Callable[..., Flask]) -> None:
         )
         subscription.close()
 
-    app, client = app_with(make_app, twice=twice, store=store)
+    # Every change written at once (a held task's changes are never published at all).
+    config = {"A2A_BLOCKING_WRITE_DELAY": 0}
+    app, client = app_with(make_app, twice=twice, store=store, config=config)
     exchange = exchange_of(app)
     task = client.send("x", skill="twice")["task"]
     assert state(task) == "TASK_STATE_COMPLETED"

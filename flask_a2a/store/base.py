@@ -29,6 +29,8 @@ class TaskRecord:
     #: Sorted scope names of the creating credential; ``None`` when a session made it.
     scopes: tuple[str, ...] | None
     created_at: datetime
+    #: Bumped by every stored write; ``0`` for a run's task not written yet (see
+    #: ``A2A_BLOCKING_WRITE_DELAY``): its first write creates the row.
     version: int = 1
     skill: str | None = None
 
