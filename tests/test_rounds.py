@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 import typing as t
 
-from flask_a2a.model import Tier
 import pytest
 
+from flask_a2a.model import Tier
 from flask_a2a.rounds import RoundFailed, Rounds
 from tests.conftest import wait_for
 

@@ -3,6 +3,7 @@ the exchange over the wire on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import threading
@@ -385,7 +386,119 @@ def test_export_and_erase_user_data(new_store: t.Callable[..., t.Any]) -> None:
     assert client.rpc("ListTasks", {}).result["totalSize"] == 0
     assert client.rpc("GetTask", {"id": bob["id"]}, token="bob").result["id"] == bob["id"]
     assert [r["task"]["id"] for r in a2a.export_user_data("bob")["tasks"]] == [bob["id"]]
+    store = a2a.exchange(app).store
+    if store.counts is not None:  # PostgreSQL's per-tier counts: alice's rows are gone too
+        with store.engine.connect() as conn:
+            owners = conn.execute(sa.select(store.counts.c.owner)).scalars().all()
+        assert owners == ["bob"]
     a2a.shutdown(1)
+
+
+# ------------------------------------------------------------------ totalSize by tier counts
+
+
+def counted_and_counted_again(store: t.Any, query: ListQuery) -> tuple[int, int]:
+    """totalSize from the store, and a COUNT(*) of the same rows by hand."""
+    c = store.tasks.c
+    where = [c.owner == query.owner]
+    if query.tenanted:
+        where.append(c.tenant.is_(None) if query.tenant is None else c.tenant == query.tenant)
+    if query.scoped:
+        text = None if query.scopes is None else json.dumps(sorted(query.scopes),
+                                                            separators=(",", ":"))
+        where.append(c.scopes.is_(None) if text is None else c.scopes == text)
+    with store.engine.connect() as conn:
+        truth = conn.execute(sa.select(sa.func.count()).where(*where)).scalar_one()
+    return store.list_tasks(query).total, truth
+
+
+TIER_QUERIES = [
+    ListQuery("alice"),
+    ListQuery("alice", tenant="t2"),
+    ListQuery("alice", tenant=""),
+    ListQuery("alice", scoped=True),
+    ListQuery("alice", scopes=("r",), scoped=True),
+    ListQuery("alice", tenanted=False),
+    ListQuery("bob"),
+]
+
+
+@pytest.mark.postgres
+def test_totals_come_from_trigger_kept_counts_whoever_writes_the_table(
+    pg_own_engine: t.Any,
+) -> None:
+    """Inserts, trims, deletes, an erase, SQL by hand and a TRUNCATE: every total stays exact."""
+    from datetime import timedelta
+
+    from flask_a2a.model import TaskState, Tier
+    from tests.test_store import T0, make_record, moved
+
+    store = SQLStore(pg_own_engine, f"a2a_{uuid.uuid4().hex[:10]}_")
+    statements: list[str] = []
+
+    def capture(conn: t.Any, cursor: t.Any, statement: str, *args: t.Any) -> None:
+        statements.append(statement)
+
+    sa.event.listen(pg_own_engine, "before_cursor_execute", capture)
+    try:
+        n = 0
+        for tenant in (None, "t2", ""):
+            for scopes in (None, ("r",)):
+                for owner in ("alice", "bob"):
+                    for _ in range(3):
+                        n += 1
+                        record = store.create_task(
+                            make_record(f"t{n}", owner=owner, tenant=tenant, scopes=scopes)
+                        )
+                        at = T0 + timedelta(seconds=n)
+                        store.update_task(moved(record, TaskState.COMPLETED, at), 1)
+        store.trim_terminal_tasks(Tier("alice", None, None), 1)
+        store.delete_tasks(["t4", "t5"])
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql(f"DELETE FROM {store.tasks.name} WHERE id IN ('t7', 't8')")
+            conn.commit()
+        for query in TIER_QUERIES:
+            total, truth = counted_and_counted_again(store, query)
+            assert total == truth, query
+        statements.clear()
+        store.list_tasks(ListQuery("alice"))
+        assert any(store.counts.name in s for s in statements)  # no COUNT over the tasks
+        assert not any("count(*)" in s.lower() for s in statements), statements
+        statements.clear()
+        store.list_tasks(ListQuery("alice", context_id="c"))  # a filter: counted by COUNT
+        assert not any(store.counts.name in s for s in statements)
+        store.erase_owner("bob")
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql(f"TRUNCATE {store.tasks.name}")
+            conn.commit()
+        assert store.list_tasks(ListQuery("alice", tenanted=False)).total == 0
+    finally:
+        sa.event.remove(pg_own_engine, "before_cursor_execute", capture)
+        store.drop()
+
+
+@pytest.mark.postgres
+def test_a_table_without_counts_is_counted_on_open(pg_engine: t.Any) -> None:
+    """An older install (rows, no counts table) gets its counts filled when a store opens."""
+    from tests.test_store import make_record
+
+    prefix = f"a2a_{uuid.uuid4().hex[:10]}_"
+    first = SQLStore(pg_engine, prefix)
+    try:
+        for i in range(5):
+            first.create_task(make_record(f"t{i}", owner="alice", tenant="t2" if i % 2 else None))
+        with pg_engine.begin() as conn:  # what an install before the counts looked like
+            from flask_a2a.store import sql_counts
+
+            sql_counts.uninstall(conn, prefix)
+            conn.exec_driver_sql(f"DROP TABLE {prefix}task_counts")
+        reopened = SQLStore(pg_engine, prefix)
+        for query in TIER_QUERIES:
+            total, truth = counted_and_counted_again(reopened, query)
+            assert total == truth, query
+        assert reopened.list_tasks(ListQuery("alice", tenant="t2")).total == 2
+    finally:
+        first.drop()
 
 
 @pytest.mark.postgres

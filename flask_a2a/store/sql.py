@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 from ..model import TERMINAL_STATES, PushConfig, TaskState, Tier
 from ..rounds import RoundFailed, Rounds
 from ..wire import dump_push_config, push_config_from_wire, task_from_wire
+from . import sql_counts
 from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
 
 EXTRA_HINT: t.Final = "pip install flask-a2a[postgres]"
@@ -69,8 +70,9 @@ def engine_from_url(
     if url in ("sqlite://", "sqlite:///:memory:") or url.startswith("sqlite:///:memory:?"):
         options.setdefault("poolclass", sa.pool.StaticPool)
         connect_args.setdefault("check_same_thread", False)
-    autocommit = millis is not None and url.startswith("postgresql")
-    if autocommit:
+    autocommit = False
+    if millis is not None and url.startswith("postgresql"):
+        autocommit = True
         sync = " -c synchronous_commit=off" if asynchronous_commit else ""
         connect_args["options"] = f"-c statement_timeout={millis}{sync}"
         options.setdefault("isolation_level", "AUTOCOMMIT")
@@ -214,6 +216,12 @@ class SQLStore:
             sa.Column("seq", sa.BigInteger, nullable=False),
             sa.Column("body", sa.Text, nullable=False),
         )
+        #: PostgreSQL: task counts per tier, kept by triggers (``sql_counts``).
+        self.counts = (
+            sql_counts.counts_table(self.metadata, table_prefix)
+            if self.dialect == "postgresql"
+            else None
+        )
         self._insert = self.tasks.insert()
         #: Creates arriving while one INSERT runs are stored together by the next.
         self._creates: Rounds[None, dict[str, t.Any]] = Rounds()
@@ -291,11 +299,16 @@ class SQLStore:
                 self.metadata.create_all(conn, tables=[self.tasks], checkfirst=False)
             if not inspector.has_table(self.push_configs.name):
                 self.metadata.create_all(conn, tables=[self.push_configs], checkfirst=False)
+            if self.counts is not None and not inspector.has_table(self.counts.name):
+                self.metadata.create_all(conn, tables=[self.counts], checkfirst=False)
+                sql_counts.install(conn, self.tasks, self.counts, self.table_prefix)
 
     def drop(self) -> None:
-        """Drop both tables (tests, and hosts that remove the exchange)."""
+        """Drop the tables (tests, and hosts that remove the exchange)."""
         with self._tx() as conn:
             self.metadata.drop_all(conn, checkfirst=True)
+            if self.counts is not None:
+                sql_counts.uninstall(conn, self.table_prefix)
 
     # -- rows
 
@@ -484,11 +497,18 @@ class SQLStore:
         if query.cursor is not None:
             stamp, last_id = query.cursor
             page_where.append(sa.tuple_(c.status_ts, c.id) < sa.tuple_(_micros(stamp), last_id))
-        with self._one() as conn:  # the count and the page: two reads, no transaction
-            total = conn.execute(
-                sa.select(sa.func.count()).select_from(self.tasks).where(*where), params
+        filtered = query.context_id or query.states is not None or query.status_after is not None
+        if self.counts is not None and not filtered:  # the tiers' trigger-kept counts
+            counted = sql_counts.total(
+                self.counts,
+                query.owner,
+                query.tenant if query.tenanted else sql_counts.ANY,
+                _scope_text(query.scopes) if query.scoped else sql_counts.ANY,
             )
-            count = int(total.scalar_one())
+        else:
+            counted = sa.select(sa.func.count()).select_from(self.tasks).where(*where)
+        with self._one() as conn:  # the count and the page: two reads, no transaction
+            count = int(conn.execute(counted, params).scalar_one())
             rows = []
             if query.limit > 0:
                 rows = list(
@@ -622,4 +642,6 @@ class SQLStore:
                 self.push_configs.delete().where(self.push_configs.c.owner == owner)
             ).rowcount
             tasks = conn.execute(self.tasks.delete().where(self.tasks.c.owner == owner)).rowcount
+            if self.counts is not None:  # the owner's (now zero) counts go too
+                conn.execute(self.counts.delete().where(self.counts.c.owner == owner))
         return int(configs) + int(tasks)
