@@ -1,14 +1,18 @@
 """The SQL store: SQLAlchemy 2 Core on PostgreSQL or SQLite, shared by every replica.
 
-Two tables (``<prefix>tasks``, ``<prefix>push_configs``) are created if absent, and an older
-task table without the ``tenant`` or ``scopes`` column gets it on open (its rows then read as a
-session's, made in no tenant). Writes are optimistic: ``UPDATE ... WHERE id = :id AND version =
-:expected``. ListTasks filters owner, tenant and scope set in SQL, pages by keyset on
-(status timestamp, id) and counts with an indexed ``COUNT``, so a page costs O(page).
+Two tables (``<prefix>tasks``, ``<prefix>push_configs``) are created if absent (on PostgreSQL
+also ``<prefix>task_counts``, kept by triggers: ``sql_counts``), and an older task table without
+the ``tenant`` or ``scopes`` column gets it on open (its rows then read as a session's, made in
+no tenant). Writes are optimistic: ``UPDATE ... WHERE id = :id AND version = :expected``.
+ListTasks filters owner, tenant and scope set in SQL and pages by keyset on (status timestamp,
+id); ``totalSize`` is the tiers' counts on PostgreSQL (an indexed ``COUNT`` when the list is
+filtered, and on SQLite), so a page costs O(page).
 Timestamps are integer microseconds since the epoch: exact, and one order on every backend.
 
-Every call runs in one short transaction with a statement timeout (PostgreSQL
-``SET LOCAL statement_timeout``, SQLite ``busy_timeout``), so a store call never hangs forever.
+Every call runs with a statement timeout (PostgreSQL ``statement_timeout``, SQLite
+``busy_timeout``), so a store call never hangs forever: carried by the connection on an engine
+from :func:`engine_from_url` (a one-statement call is then one autocommit round trip), set
+``LOCAL`` in a short transaction on the host's engine.
 """
 
 from __future__ import annotations
