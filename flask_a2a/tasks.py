@@ -378,6 +378,8 @@ class TaskContext(TaskMutations):
             self.check()
             task, event = build(run.record.task)
             if event is None:
+                if run.record.version == 0 and run.write_due:  # e.g. hand_off() once WORKING
+                    run.record = self._writer.store.create_task(run.record)
                 return
             if run.record.version == 0 and not run.write_due and not is_final(task.status.state):
                 run.record = self._writer.hold(run.record, task, event)

@@ -127,13 +127,21 @@ def test_a_held_task_is_not_listed_and_leaves_nothing_when_the_run_is_cut(
     assert store.creates == 1
 
 
-def test_hand_off_writes_the_task_before_it_returns(make_app: t.Callable[..., Flask]) -> None:
-    """The recipe enqueues the job right after hand_off(): the worker must find the task."""
+@pytest.mark.parametrize("working_first", [False, True])
+def test_hand_off_writes_the_task_before_it_returns(
+    make_app: t.Callable[..., Flask], working_first: bool
+) -> None:
+    """The recipe enqueues the job right after hand_off(): the worker must find the task, also
+    when the task was WORKING already (hand_off() with no text then changes nothing else)."""
     store = CountingStore()
     found: list[t.Any] = []
 
     def report(task: TaskContext) -> None:
-        task.hand_off("queued")
+        if working_first:
+            task.working()
+            task.hand_off()
+        else:
+            task.hand_off("queued")
         found.append(store.get_task(task.id))
 
     client = A2ATestClient(app_for(make_app, store, report=report), token="alice")
