@@ -52,9 +52,9 @@ def top(collapsed: Path, n: int, prefix_filter: str = "") -> str:
 #: What cost what: a sample counts toward the first group one of whose frames it holds.
 GROUPS: t.Final = (
     ("JSON-RPC params validation (marshmallow)", ("load_params (flask_a2a/wire.py",)),
-    ("retention trim after settle", ("Exchange._retain (flask_a2a/server.py",)),
+    ("retention trim after settle", ("Retention.after_final (flask_a2a/retention.py",)),
     ("skill run: artifact + complete (store writes, events)",
-     ("Exchange._execute (flask_a2a/server.py",)),
+     ("Runs._execute (flask_a2a/runs.py",)),
     ("task create + run start", ("Exchange.start (flask_a2a/server.py",)),
     ("answer: final store read + dump_task + JSON", (
         "get_task (flask_a2a/store", "dump_task (flask_a2a/wire.py", "success (flask_a2a/jsonrpc",

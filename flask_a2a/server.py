@@ -1,7 +1,8 @@
-"""The exchange: the JSON-RPC method table and the life of runs. Imports nothing of Flask.
+"""The exchange: the JSON-RPC method table. Imports nothing of Flask.
 
 :meth:`Exchange.handle` runs a request through ``pipeline.handle`` (the HTTP-level checks) to
-one method of the table; each method is one small function here.
+one method of the table; each method is one small function here. What a run does once started
+lives in ``runs.py``.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ import base64
 import dataclasses
 import json
 import logging
-import threading
-import time
 import typing as t
 from datetime import datetime
 
@@ -19,17 +18,11 @@ from . import jsonrpc, pipeline, wire
 from .bus import Bus, BusEvent, Subscription
 from .config import Settings
 from .errors import (
-    A2AError,
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
-    TaskCanceled,
-    TaskInterrupted,
-    TaskNotCancelableError,
     TaskNotFoundError,
-    TaskTimedOut,
-    UnencodableDataError,
     UnsupportedOperationError,
 )
 from .message_params import read_send_params
@@ -47,14 +40,14 @@ from .pipeline import Call, HTTPRequest, Method, Reply
 from .replicas import ReplicaWatch, is_shared
 from .retention import Retention
 from .router import Skill, route
-from .runner import Runner, RunSlots
+from .runner import Runner
+from .runs import Runs
 from .sse import HEADERS as SSE_HEADERS
 from .sse import Seats, relay
 from .store.base import ListQuery, StaleTaskError, Store, TaskRecord
 from .store.memory import matches, page_of
 from .tasks import (
     Run,
-    TaskContext,
     TaskUpdater,
     TaskWriter,
     credential_headers,
@@ -108,7 +101,6 @@ class Exchange:
         self.store = store
         self.runner = runner
         self.bus = Bus()
-        self.slots = RunSlots(settings.max_concurrent_runs_per_owner)
         self.seats = Seats(settings.max_stream_seats_per_owner, settings.stream_seat_overflow)
         self.extended_card = extended_card
         #: Push delivery (``push.PushSender``) or None when push notifications are off.
@@ -122,10 +114,11 @@ class Exchange:
         self.retention = Retention(settings, store, self.writer, self.forget)
         self.writer.on_final = self.retention.after_final
         self.closing = False
-        self._runs: dict[str, Run] = {}
-        self._runs_lock = threading.Lock()
+        self.runs = Runs(settings, store, runner, self.bus, self.writer)
+        self.slots = self.runs.slots
         #: Polls a store shared with other replicas for what they wrote to our runs.
         self.replicas = ReplicaWatch(self) if is_shared(store) else None
+        self.runs.replicas = self.replicas
         self.methods: dict[str, Method] = {
             "SendMessage": self.send_message,
             "SendStreamingMessage": self.send_streaming_message,
@@ -280,21 +273,39 @@ class Exchange:
             task, principal.owner, principal.tenant, principal.scope_key, now, version=0,
             skill=skill.id,
         )
-        self._claim(principal.owner)
+        self.runs.claim(principal.owner)
         if not self._unobserved(config, subscribe):
             try:
                 record = self.store.create_task(record)
             except BaseException:
-                self._unclaim(principal.owner)
+                self.runs.unclaim(principal.owner)
                 raise
         try:
             self._register_inline_push(record, config)
         except BaseException:
             # Nothing half-made survives a refusal: no run slot, no task row.
-            self._unclaim(principal.owner)
+            self.runs.unclaim(principal.owner)
             self.store.delete_tasks([task_id])
             raise
         return self._launch(record, message, principal, skill, subscribe, credentials)
+
+    def _launch(
+        self,
+        record: TaskRecord,
+        message: Message,
+        principal: Principal,
+        skill: Skill,
+        subscribe: bool,
+        credentials: t.Mapping[str, str] | None,
+    ) -> Started:
+        # Subscribed before the run starts, so a stream misses no event.
+        subscription = self.bus.subscribe(record.task.id) if subscribe else None
+        run = self.runs.launch(record, message, principal, skill, credentials)
+        return Started(record, run, subscription)
+
+    def live_runs(self) -> list[Run]:
+        """The runs in flight in this process."""
+        return self.runs.live()
 
     def _unobserved(self, config: dict[str, t.Any], subscribe: bool) -> bool:
         """Nobody but this run learns the task's id before it answers: a blocking send with
@@ -305,18 +316,6 @@ class Exchange:
             and not config.get("return_immediately")
             and config.get("task_push_notification_config") is None
         )
-
-    def _claim(self, owner: str) -> None:
-        """Take an owner slot and a pool slot, or refuse with -32004 (nothing written)."""
-        if not self.slots.acquire(owner):
-            raise UnsupportedOperationError("maximum concurrent task runs reached")
-        if not self.runner.reserve():
-            self.slots.release(owner)
-            raise UnsupportedOperationError("maximum concurrent task runs reached (server)")
-
-    def _unclaim(self, owner: str) -> None:
-        self.runner.unreserve()
-        self.slots.release(owner)
 
     def _resume(
         self,
@@ -346,7 +345,7 @@ class Exchange:
         skill = self.skills.get(record.skill or "")
         if skill is None:
             raise UnsupportedOperationError("the task's skill is no longer served")
-        self._claim(principal.owner)
+        self.runs.claim(principal.owner)
         message = dataclasses.replace(message, context_id=record.task.context_id)
         status = TaskStatus(TaskState.WORKING, utcnow())
         task = dataclasses.replace(
@@ -357,131 +356,15 @@ class Exchange:
                 record, task, TaskStatusUpdateEvent(task.id, task.context_id, status)
             )
         except StaleTaskError:
-            self._unclaim(principal.owner)
+            self.runs.unclaim(principal.owner)
             raise UnsupportedOperationError(
                 "task changed while resuming; read it again", metadata={"taskId": task.id}
             ) from None
         except BaseException:
-            self._unclaim(principal.owner)
+            self.runs.unclaim(principal.owner)
             raise
         self._register_inline_push(record, config)
         return self._launch(record, message, principal, skill, subscribe, credentials)
-
-    def _launch(
-        self,
-        record: TaskRecord,
-        message: Message,
-        principal: Principal,
-        skill: Skill,
-        subscribe: bool,
-        credentials: t.Mapping[str, str] | None = None,
-    ) -> Started:
-        run = Run(record, self.settings.task_timeout)
-        context = TaskContext(self.writer, run, message, principal, skill, credentials)
-        with self._runs_lock:
-            self._runs[run.task_id] = run
-        if self.replicas is not None:
-            self.replicas.watch()
-        if self.settings.task_timeout > 0:
-            run.timer = self.runner.call_later(
-                self.settings.task_timeout, lambda: self._on_deadline(run)
-            )
-        if record.version == 0:
-            run.write_timer = self.runner.call_later(
-                self.settings.blocking_write_delay, lambda: self._write_held(run)
-            )
-        subscription = self.bus.subscribe(record.task.id) if subscribe else None
-        run.handle = self.runner.start(lambda: self._execute(run, context, skill))
-        return Started(record, run, subscription)
-
-    def _execute(self, run: Run, context: TaskContext, skill: Skill) -> None:
-        """The body of one run: the handler, then settling what it left open."""
-        try:
-            with run.lock:  # a cancel either lands before this or sees the run started
-                if run.cancelled:
-                    return  # canceled before it started: the handler never runs
-                run.started = True
-            failure: str | None = None
-            try:
-                skill.handler(context)
-            except TaskTimedOut:
-                self._expire(run)  # its own clock ran out before the timer fired
-                return
-            except TaskInterrupted:
-                return  # canceled: whoever cut the run settled the task
-            except UnencodableDataError as exc:
-                failure = f"skill produced data that cannot be sent: {exc}"
-            except Exception as exc:
-                log.warning("a2a: skill %s failed: %s", skill.id, scrub(repr(exc)))
-                failure = str(exc) or type(exc).__name__
-            if context.settled and failure is None:
-                return
-            try:
-                if failure is None:
-                    context.complete()
-                else:
-                    context.fail(scrub(failure))
-            except TaskTimedOut:
-                self._expire(run)  # a late finish must not leave the task open
-            except TaskInterrupted:
-                pass
-            except Exception as exc:
-                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
-        finally:
-            self._finish(run)
-
-    def _write_held(self, run: Run) -> None:
-        """The run outlived ``A2A_BLOCKING_WRITE_DELAY`` with its task held: write it now, so
-        ListTasks, other replicas and a restart see it."""
-        with run.lock:
-            if run.record.version != 0 or run.done.is_set():
-                return
-            try:
-                run.record = self.store.create_task(run.record)
-            except Exception as exc:  # the run's next change tries again
-                run.write_due = True
-                log.warning("a2a: writing a held task failed: %s", scrub(repr(exc)))
-
-    def _finish(self, run: Run) -> None:
-        try:
-            for timer in (run.timer, run.write_timer):
-                if timer is not None:
-                    timer.cancel()
-        finally:
-            with self._runs_lock:
-                if self._runs.get(run.task_id) is run:
-                    del self._runs[run.task_id]
-            self.slots.release(run.owner)
-            run.done.set()
-            if self.replicas is not None:
-                self.replicas.finished(run)
-
-    def live_runs(self) -> list[Run]:
-        """The runs in flight in this process."""
-        with self._runs_lock:
-            return list(self._runs.values())
-
-    def _on_deadline(self, run: Run) -> None:
-        """The run went past A2A_TASK_TIMEOUT: settle FAILED, then cut it."""
-        if run.done.is_set() or not self._expire(run):
-            return
-        if run.handle is not None:
-            run.handle.kill(TaskTimedOut)
-        run.done.set()
-
-    def _expire(self, run: Run) -> bool:
-        """Settle FAILED "task timed out" once; False when the run had settled its task itself."""
-        with run.lock:
-            run.timed_out = True
-            if run.handed_off or is_final(run.record.state):
-                return False
-            try:
-                run.record = self.writer.settle(run.record, TaskState.FAILED, "task timed out")
-            except StaleTaskError:
-                pass  # the task is gone (retention, erasure): nothing left to settle
-            except Exception as exc:
-                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
-        return True
 
     def send_message(self, call: Call) -> t.Any:
         message, config = self._message_params(call)
@@ -544,7 +427,7 @@ class Exchange:
         """Emit a snapshot when the stored version moved without a local event."""
 
         def poll(version: int) -> tuple[str, int, bool] | None:
-            if task_id in self._runs:
+            if self.runs.get(task_id) is not None:
                 return None
             try:
                 record = self.store.get_task(task_id)
@@ -601,37 +484,7 @@ class Exchange:
 
     def cancel(self, record: TaskRecord, *, text: str | None = None) -> TaskRecord:
         """Settle CANCELED against the store and cut the local run, if any."""
-        if record.state.terminal:
-            raise TaskNotCancelableError(
-                f"Task cannot be canceled: it is {record.state.value}",
-                metadata={"taskId": record.task.id},
-            )
-        run = self._runs.get(record.task.id)
-        if run is None:
-            return self._settle_canceled(record, text)
-        with run.lock:
-            run.cancelled = True
-            held = run.record.version == 0  # not written yet: the run holds the task
-            current = run.record if held else self.store.get_task(record.task.id)
-            if current is None:
-                raise TaskNotFoundError(metadata={"taskId": record.task.id})
-            run.record = self._settle_canceled(current, text)
-        if run.handle is not None and run.started:
-            run.handle.kill(TaskCanceled)
-        run.done.set()
-        return run.record
-
-    def _settle_canceled(self, record: TaskRecord, text: str | None) -> TaskRecord:
-        try:
-            settled = self.writer.settle(record, TaskState.CANCELED, text)
-        except StaleTaskError:
-            raise TaskNotFoundError(metadata={"taskId": record.task.id}) from None
-        if settled.state is not TaskState.CANCELED:
-            raise TaskNotCancelableError(
-                f"Task cannot be canceled: it is {settled.state.value}",
-                metadata={"taskId": record.task.id},
-            )
-        return settled
+        return self.runs.cancel(record, text=text)
 
     # ------------------------------------------------------------------ retention
 
@@ -641,11 +494,7 @@ class Exchange:
 
     def forget(self, task_id: str) -> None:
         """A task was deleted: cut its local run and end its streams with no event."""
-        run = self._runs.get(task_id)
-        if run is not None:
-            run.cancelled = True
-            if run.handle is not None and run.started:
-                run.handle.kill(TaskCanceled)
+        self.runs.cut(task_id)
         self.bus.publish(BusEvent(task_id, 2**62, None, "", final=True, gone=True))
 
     # ------------------------------------------------------------------ push configs
@@ -724,21 +573,9 @@ class Exchange:
         Returns True when every run finished within ``timeout``.
         """
         self.closing = True
-        if timeout is None:
-            timeout = self.settings.shutdown_timeout
-        deadline = time.monotonic() + timeout
-        with self._runs_lock:
-            runs = [r for r in self._runs.values() if not r.handed_off]
-        for run in runs:
-            try:
-                self.cancel(run.record, text="canceled: the server is shutting down")
-            except A2AError:
-                pass
-            except Exception as exc:
-                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
-        if runs:
-            log.warning("a2a: shutdown canceled %d live run(s)", len(runs))
-        return all(run.done.wait(max(0.0, deadline - time.monotonic())) for run in runs)
+        return self.runs.shutdown(
+            self.settings.shutdown_timeout if timeout is None else timeout
+        )
 
 
 class Started(t.NamedTuple):

@@ -417,7 +417,7 @@ def test_cancel_before_the_handler_starts_means_it_never_runs(
     assert state(canceled) == "TASK_STATE_CANCELED"
     runner.release()
     exchange = app.extensions["a2a"].exchange
-    assert wait_for(lambda: task["id"] not in exchange._runs)
+    assert wait_for(lambda: exchange.runs.get(task["id"]) is None)
     assert calls == []
     assert state(client.rpc("GetTask", {"id": task["id"]}).result) == "TASK_STATE_CANCELED"
     assert exchange.slots.held("alice") == 0

@@ -232,7 +232,7 @@ def test_client_gone_before_first_event_still_runs_the_task(
     assert chunks.chunk_sent[-1].wait(5)
     tasks = sclient.rpc("ListTasks", {}).result["tasks"]
     task_id = tasks[0]["id"]
-    run = exchange._runs.get(task_id)
+    run = exchange.runs.get(task_id)
     if run is not None:
         assert run.done.wait(5)
     assert sclient.rpc("GetTask", {"id": task_id}).result["status"]["state"] == (

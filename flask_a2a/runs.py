@@ -1,0 +1,244 @@
+"""The runs of this process: a handler's life from launch to its last write.
+
+A run claims an owner slot and a pool slot, executes the skill's handler, settles what the
+handler left open (COMPLETED, or FAILED with the error), fails at its deadline, writes a held
+task when it outlives ``A2A_BLOCKING_WRITE_DELAY``, and is cut by a cancel, a deletion or
+shutdown. The exchange (``server.py``) decides what to run; this module runs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import typing as t
+
+from .bus import Bus
+from .config import Settings
+from .errors import (
+    A2AError,
+    TaskCanceled,
+    TaskInterrupted,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    TaskTimedOut,
+    UnencodableDataError,
+    UnsupportedOperationError,
+)
+from .model import Message, Principal, TaskState
+from .router import Skill
+from .runner import Runner, RunSlots
+from .store.base import StaleTaskError, Store, TaskRecord
+from .tasks import Run, TaskContext, TaskWriter, is_final, scrub
+
+if t.TYPE_CHECKING:
+    from .replicas import ReplicaWatch
+
+log = logging.getLogger("flask_a2a")
+
+
+class Runs:
+    """Launches, tracks, cuts and shuts down this process's runs."""
+
+    def __init__(
+        self, settings: Settings, store: Store, runner: Runner, bus: Bus, writer: TaskWriter
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.runner = runner
+        self.bus = bus
+        self.writer = writer
+        self.slots = RunSlots(settings.max_concurrent_runs_per_owner)
+        #: Polls a shared store for foreign writes to our runs (set by the exchange).
+        self.replicas: ReplicaWatch | None = None
+        self._runs: dict[str, Run] = {}
+        self._lock = threading.Lock()
+
+    def claim(self, owner: str) -> None:
+        """Take an owner slot and a pool slot, or refuse with -32004 (nothing written)."""
+        if not self.slots.acquire(owner):
+            raise UnsupportedOperationError("maximum concurrent task runs reached")
+        if not self.runner.reserve():
+            self.slots.release(owner)
+            raise UnsupportedOperationError("maximum concurrent task runs reached (server)")
+
+    def unclaim(self, owner: str) -> None:
+        self.runner.unreserve()
+        self.slots.release(owner)
+
+    def launch(
+        self,
+        record: TaskRecord,
+        message: Message,
+        principal: Principal,
+        skill: Skill,
+        credentials: t.Mapping[str, str] | None = None,
+    ) -> Run:
+        """Start the handler on ``record`` (its slots claimed). A record of version 0 is held:
+        written when the run settles, or after ``A2A_BLOCKING_WRITE_DELAY``."""
+        run = Run(record, self.settings.task_timeout)
+        context = TaskContext(self.writer, run, message, principal, skill, credentials)
+        with self._lock:
+            self._runs[run.task_id] = run
+        if self.replicas is not None:
+            self.replicas.watch()
+        if self.settings.task_timeout > 0:
+            run.timer = self.runner.call_later(
+                self.settings.task_timeout, lambda: self._on_deadline(run)
+            )
+        if record.version == 0:
+            run.write_timer = self.runner.call_later(
+                self.settings.blocking_write_delay, lambda: self._write_held(run)
+            )
+        run.handle = self.runner.start(lambda: self._execute(run, context, skill))
+        return run
+
+    def _execute(self, run: Run, context: TaskContext, skill: Skill) -> None:
+        """The body of one run: the handler, then settling what it left open."""
+        try:
+            with run.lock:  # a cancel either lands before this or sees the run started
+                if run.cancelled:
+                    return  # canceled before it started: the handler never runs
+                run.started = True
+            failure: str | None = None
+            try:
+                skill.handler(context)
+            except TaskTimedOut:
+                self._expire(run)  # its own clock ran out before the timer fired
+                return
+            except TaskInterrupted:
+                return  # canceled: whoever cut the run settled the task
+            except UnencodableDataError as exc:
+                failure = f"skill produced data that cannot be sent: {exc}"
+            except Exception as exc:
+                log.warning("a2a: skill %s failed: %s", skill.id, scrub(repr(exc)))
+                failure = str(exc) or type(exc).__name__
+            if context.settled and failure is None:
+                return
+            try:
+                if failure is None:
+                    context.complete()
+                else:
+                    context.fail(scrub(failure))
+            except TaskTimedOut:
+                self._expire(run)  # a late finish must not leave the task open
+            except TaskInterrupted:
+                pass
+            except Exception as exc:
+                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+        finally:
+            self._finish(run)
+
+    def _write_held(self, run: Run) -> None:
+        """The run outlived ``A2A_BLOCKING_WRITE_DELAY`` with its task held: write it now, so
+        ListTasks, other replicas and a restart see it."""
+        with run.lock:
+            if run.record.version != 0 or run.done.is_set():
+                return
+            try:
+                run.record = self.store.create_task(run.record)
+            except Exception as exc:  # the run's next change tries again
+                run.write_due = True
+                log.warning("a2a: writing a held task failed: %s", scrub(repr(exc)))
+
+    def _finish(self, run: Run) -> None:
+        try:
+            for timer in (run.timer, run.write_timer):
+                if timer is not None:
+                    timer.cancel()
+        finally:
+            with self._lock:
+                if self._runs.get(run.task_id) is run:
+                    del self._runs[run.task_id]
+            self.slots.release(run.owner)
+            run.done.set()
+            if self.replicas is not None:
+                self.replicas.finished(run)
+
+    def live(self) -> list[Run]:
+        """The runs in flight in this process."""
+        with self._lock:
+            return list(self._runs.values())
+
+    def get(self, task_id: str) -> Run | None:
+        return self._runs.get(task_id)
+
+    def _on_deadline(self, run: Run) -> None:
+        """The run went past A2A_TASK_TIMEOUT: settle FAILED, then cut it."""
+        if run.done.is_set() or not self._expire(run):
+            return
+        if run.handle is not None:
+            run.handle.kill(TaskTimedOut)
+        run.done.set()
+
+    def _expire(self, run: Run) -> bool:
+        """Settle FAILED "task timed out" once; False when the run had settled its task itself."""
+        with run.lock:
+            run.timed_out = True
+            if run.handed_off or is_final(run.record.state):
+                return False
+            try:
+                run.record = self.writer.settle(run.record, TaskState.FAILED, "task timed out")
+            except StaleTaskError:
+                pass  # the task is gone (retention, erasure): nothing left to settle
+            except Exception as exc:
+                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+        return True
+
+    def cancel(self, record: TaskRecord, *, text: str | None = None) -> TaskRecord:
+        """Settle CANCELED against the store and cut the local run, if any."""
+        if record.state.terminal:
+            raise TaskNotCancelableError(
+                f"Task cannot be canceled: it is {record.state.value}",
+                metadata={"taskId": record.task.id},
+            )
+        run = self._runs.get(record.task.id)
+        if run is None:
+            return self._settle_canceled(record, text)
+        with run.lock:
+            run.cancelled = True
+            held = run.record.version == 0  # not written yet: the run holds the task
+            current = run.record if held else self.store.get_task(record.task.id)
+            if current is None:
+                raise TaskNotFoundError(metadata={"taskId": record.task.id})
+            run.record = self._settle_canceled(current, text)
+        if run.handle is not None and run.started:
+            run.handle.kill(TaskCanceled)
+        run.done.set()
+        return run.record
+
+    def _settle_canceled(self, record: TaskRecord, text: str | None) -> TaskRecord:
+        try:
+            settled = self.writer.settle(record, TaskState.CANCELED, text)
+        except StaleTaskError:
+            raise TaskNotFoundError(metadata={"taskId": record.task.id}) from None
+        if settled.state is not TaskState.CANCELED:
+            raise TaskNotCancelableError(
+                f"Task cannot be canceled: it is {settled.state.value}",
+                metadata={"taskId": record.task.id},
+            )
+        return settled
+
+    def cut(self, task_id: str) -> None:
+        """The task was deleted: cancel its local run, if any (its streams end elsewhere)."""
+        run = self._runs.get(task_id)
+        if run is not None:
+            run.cancelled = True
+            if run.handle is not None and run.started:
+                run.handle.kill(TaskCanceled)
+
+    def shutdown(self, timeout: float) -> bool:
+        """Cut every live run but handed-off ones (settled CANCELED), wait up to ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            runs = [r for r in self._runs.values() if not r.handed_off]
+        for run in runs:
+            try:
+                self.cancel(run.record, text="canceled: the server is shutting down")
+            except A2AError:
+                pass
+            except Exception as exc:
+                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+        if runs:
+            log.warning("a2a: shutdown canceled %d live run(s)", len(runs))
+        return all(run.done.wait(max(0.0, deadline - time.monotonic())) for run in runs)
