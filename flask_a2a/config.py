@@ -125,6 +125,8 @@ class Settings:
             raise ValueError("A2A_KEEPALIVE_INTERVAL must be positive")
         if self.max_body_bytes <= 0:
             raise ValueError("A2A_MAX_BODY_BYTES must be positive")
+        if self.blocking_write_delay < 0:
+            raise ValueError("A2A_BLOCKING_WRITE_DELAY must be 0 (write at once) or positive")
         if not self.jwks_path.startswith("/"):
             raise ValueError(f"A2A_JWKS_PATH must start with '/', got {self.jwks_path!r}")
         if self.role not in (None, "", "agent"):

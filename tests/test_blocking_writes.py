@@ -199,3 +199,14 @@ def test_a_delay_of_zero_writes_every_change(make_app: t.Callable[..., Flask]) -
     client = A2ATestClient(app_for(make_app, store, delay=0), token="alice")
     assert client.send("hi", skill="echo2")["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert (store.creates, store.updates) == (1, 4)
+
+
+def test_a_negative_delay_is_refused_at_init() -> None:
+    from flask_a2a import A2A
+    from tests.conftest import token_principal
+
+    app = Flask("bad-delay")
+    app.config["A2A_BLOCKING_WRITE_DELAY"] = -1
+    with pytest.raises(ValueError, match="A2A_BLOCKING_WRITE_DELAY"):
+        A2A(app, skills=[Skill(id="e", name="E", description="E.", handler=echo_twice)],
+            principal=token_principal)  # fmt: skip
