@@ -100,7 +100,9 @@ class Store(t.Protocol):
     #: The store filters ListTasks by tenant in its query (else the server walks).
     filters_tenant: bool
 
-    def create_task(self, record: TaskRecord) -> TaskRecord: ...
+    def create_task(self, record: TaskRecord) -> TaskRecord:
+        """Store a new task as version 1, whatever version ``record`` carries (a run's held
+        task arrives as version 0); ``ValueError`` if the id exists."""
 
     def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
         """The record, or None if absent or (with ``owner``) owned by someone else."""
