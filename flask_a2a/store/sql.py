@@ -22,7 +22,6 @@ import dataclasses
 import json
 import time
 import typing as t
-import weakref
 import zlib
 from datetime import UTC, datetime, timedelta
 
@@ -34,73 +33,16 @@ from ..rounds import RoundFailed, Rounds
 from ..wire import dump_push_config, push_config_from_wire, task_from_wire
 from . import sql_counts
 from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
+from .sql_engine import EXTRA_HINT as EXTRA_HINT
+from .sql_engine import engine_from_url as engine_from_url
+from .sql_engine import session_settings, to_millis
 
-EXTRA_HINT: t.Final = "pip install flask-a2a[postgres]"
 _EPOCH: t.Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO: t.Final = timedelta(microseconds=1)
 #: Ids are compared byte-wise in SQL, as Python compares them (keyset paging needs one order).
 _ID = sa.String(128).with_variant(sa.String(128, collation="C"), "postgresql")
 _CHUNK: t.Final = 500
 _TERMINAL_STATES: t.Final = sorted(s.value for s in TERMINAL_STATES)
-
-
-#: Engines built by :func:`engine_from_url` whose connections carry the store's session settings
-#: (statement timeout, asynchronous commit), and whether they autocommit (PostgreSQL): the store
-#: then runs a one-statement call as one round trip.
-_SESSION_SETTINGS: weakref.WeakKeyDictionary[Engine, tuple[int, bool, bool]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def engine_from_url(
-    url: str,
-    *,
-    statement_timeout: float | None = None,
-    asynchronous_commit: bool = True,
-    **options: t.Any,
-) -> Engine:
-    """An engine for ``A2A_DATABASE_URL``; a missing driver names the extra to install.
-
-    With ``statement_timeout`` every connection carries it (PostgreSQL ``statement_timeout``
-    and, if ``asynchronous_commit``, ``synchronous_commit = off``; SQLite's busy timeout). On
-    PostgreSQL the engine then autocommits, so a :class:`SQLStore` on it runs a one-statement
-    call as one round trip instead of ``BEGIN; SET LOCAL ...; statement; COMMIT``; the store
-    opens real transactions where a call needs several statements. Give such an engine to the
-    store alone. An in-memory SQLite URL gets one shared connection, so every thread sees the
-    same database.
-    """
-    connect_args = dict(options.pop("connect_args", {}))
-    millis = None if statement_timeout is None else _millis(statement_timeout)
-    if url in ("sqlite://", "sqlite:///:memory:") or url.startswith("sqlite:///:memory:?"):
-        options.setdefault("poolclass", sa.pool.StaticPool)
-        connect_args.setdefault("check_same_thread", False)
-    autocommit = False
-    if millis is not None and url.startswith("postgresql"):
-        autocommit = True
-        sync = " -c synchronous_commit=off" if asynchronous_commit else ""
-        connect_args["options"] = f"-c statement_timeout={millis}{sync}"
-        options.setdefault("isolation_level", "AUTOCOMMIT")
-        # A fixed pool: past it a call waits (bounded like a statement) instead of opening a
-        # connection per request, which costs PostgreSQL a process (~10x a store call).
-        options.setdefault("pool_size", 20)
-        options.setdefault("max_overflow", 0)
-        options.setdefault("pool_timeout", millis / 1000)
-    elif millis is not None and url.startswith("sqlite"):
-        connect_args["timeout"] = millis / 1000
-    try:
-        engine = sa.create_engine(url, connect_args=connect_args, **options)
-    except ImportError as exc:
-        raise ImportError(
-            f"the SQL store could not load the database driver for {url.split(':', 1)[0]!r} "
-            f"({exc}); {EXTRA_HINT}"
-        ) from exc
-    if millis is not None:
-        _SESSION_SETTINGS[engine] = (millis, asynchronous_commit, autocommit)
-    return engine
-
-
-def _millis(seconds: float) -> int:
-    return max(1, int(seconds * 1000))
 
 
 def _micros(value: datetime) -> int:
@@ -168,8 +110,8 @@ class SQLStore:
         self.table_prefix = table_prefix
         self.statement_timeout = statement_timeout
         self.dialect = engine.dialect.name
-        self._millis = _millis(statement_timeout)
-        carried = _SESSION_SETTINGS.get(engine)
+        self._millis = to_millis(statement_timeout)
+        carried = session_settings(engine)
         #: The engine's connections already carry this timeout and commit mode.
         self._session_settings = carried is not None and carried[:2] == (
             self._millis, asynchronous_commit

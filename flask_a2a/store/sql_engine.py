@@ -1,0 +1,80 @@
+"""How the SQL store reaches the database: an engine of its own, carrying its settings.
+
+An engine from :func:`engine_from_url` puts the store's statement timeout (and commit mode) in
+every connection, autocommits on PostgreSQL and keeps a fixed pool, so the store can run a
+one-statement call as one round trip (``SQLStore`` asks :func:`session_settings`). Any other
+engine is the host's: the store then sets what it needs ``LOCAL``ly per transaction.
+"""
+
+from __future__ import annotations
+
+import typing as t
+import weakref
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+EXTRA_HINT: t.Final = "pip install flask-a2a[postgres]"
+#: Engines built by :func:`engine_from_url` whose connections carry the store's session settings
+#: (statement timeout, asynchronous commit), and whether they autocommit (PostgreSQL): the store
+#: then runs a one-statement call as one round trip.
+_SESSION_SETTINGS: weakref.WeakKeyDictionary[Engine, tuple[int, bool, bool]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def engine_from_url(
+    url: str,
+    *,
+    statement_timeout: float | None = None,
+    asynchronous_commit: bool = True,
+    **options: t.Any,
+) -> Engine:
+    """An engine for ``A2A_DATABASE_URL``; a missing driver names the extra to install.
+
+    With ``statement_timeout`` every connection carries it (PostgreSQL ``statement_timeout``
+    and, if ``asynchronous_commit``, ``synchronous_commit = off``; SQLite's busy timeout). On
+    PostgreSQL the engine then autocommits, so a :class:`SQLStore` on it runs a one-statement
+    call as one round trip instead of ``BEGIN; SET LOCAL ...; statement; COMMIT``; the store
+    opens real transactions where a call needs several statements. Give such an engine to the
+    store alone. An in-memory SQLite URL gets one shared connection, so every thread sees the
+    same database.
+    """
+    connect_args = dict(options.pop("connect_args", {}))
+    millis = None if statement_timeout is None else to_millis(statement_timeout)
+    if url in ("sqlite://", "sqlite:///:memory:") or url.startswith("sqlite:///:memory:?"):
+        options.setdefault("poolclass", sa.pool.StaticPool)
+        connect_args.setdefault("check_same_thread", False)
+    autocommit = False
+    if millis is not None and url.startswith("postgresql"):
+        autocommit = True
+        sync = " -c synchronous_commit=off" if asynchronous_commit else ""
+        connect_args["options"] = f"-c statement_timeout={millis}{sync}"
+        options.setdefault("isolation_level", "AUTOCOMMIT")
+        # A fixed pool: past it a call waits (bounded like a statement) instead of opening a
+        # connection per request, which costs PostgreSQL a process (~10x a store call).
+        options.setdefault("pool_size", 20)
+        options.setdefault("max_overflow", 0)
+        options.setdefault("pool_timeout", millis / 1000)
+    elif millis is not None and url.startswith("sqlite"):
+        connect_args["timeout"] = millis / 1000
+    try:
+        engine = sa.create_engine(url, connect_args=connect_args, **options)
+    except ImportError as exc:
+        raise ImportError(
+            f"the SQL store could not load the database driver for {url.split(':', 1)[0]!r} "
+            f"({exc}); {EXTRA_HINT}"
+        ) from exc
+    if millis is not None:
+        _SESSION_SETTINGS[engine] = (millis, asynchronous_commit, autocommit)
+    return engine
+
+
+def to_millis(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def session_settings(engine: Engine) -> tuple[int, bool, bool] | None:
+    """(statement timeout ms, asynchronous commit, autocommit) that ``engine``'s connections
+    carry, or None for an engine not built by :func:`engine_from_url`."""
+    return _SESSION_SETTINGS.get(engine)
