@@ -168,7 +168,6 @@ class SQLStore:
             if self.dialect == "postgresql"
             else None
         )
-        self._insert = self.tasks.insert()
         #: Creates arriving while one INSERT runs are stored together by the next.
         self._creates: Rounds[None, dict[str, t.Any]] = Rounds()
         self._statements()
@@ -285,6 +284,7 @@ class SQLStore:
     def _statements(self) -> None:
         """The hot statements, built once: SQLAlchemy then caches their compiled form."""
         c = self.tasks.c
+        self._insert = self.tasks.insert()
         self._get = sa.select(self.tasks).where(c.id == sa.bindparam("task_id"))
         self._get_owned = self._get.where(c.owner == sa.bindparam("owner"))
         self._update = (
