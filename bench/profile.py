@@ -25,22 +25,26 @@ from bench.run import A2A_ENV, DB_URL, SEND_BODY, TOKEN, drop_tables  # noqa: E4
 from bench.servers import Server, gunicorn_command  # noqa: E402
 
 
+def samples(collapsed: Path) -> t.Iterator[tuple[str, int]]:
+    """(stack, sample count) for each line of py-spy's raw (collapsed) output."""
+    for line in collapsed.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack:
+            yield stack, int(count)
+
+
 def top(collapsed: Path, n: int, prefix_filter: str = "") -> str:
     own: collections.Counter[str] = collections.Counter()
     incl: collections.Counter[str] = collections.Counter()
     total = 0
-    for line in collapsed.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        samples = int(count)
-        total += samples
+    for stack, count in samples(collapsed):
+        total += count
         frames = [f.split(" (", 1)[0] + " (" + f.rsplit("/", 1)[-1] if " (" in f else f
                   for f in stack.split(";")]
         frames = [f.rsplit(":", 1)[0] + ")" if f.endswith(")") else f for f in frames]
-        own[frames[-1]] += samples
+        own[frames[-1]] += count
         for frame in set(frames):
-            incl[frame] += samples
+            incl[frame] += count
     lines = [f"{total} samples", "", "own time:"]
     lines += [f"  {100 * c / total:5.1f} %  {f}" for f, c in own.most_common(n)]
     lines += ["", "inclusive time:"]
@@ -69,17 +73,10 @@ GROUPS: t.Final = (
 def groups(collapsed: Path) -> str:
     counts: collections.Counter[str] = collections.Counter()
     total = 0
-    for line in collapsed.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        total += int(count)
-        for name, needles in GROUPS:
-            if any(needle in stack for needle in needles):
-                counts[name] += int(count)
-                break
-        else:
-            counts["other"] += int(count)
+    for stack, count in samples(collapsed):
+        total += count
+        name = next((name for name, needles in GROUPS if any(n in stack for n in needles)), "other")
+        counts[name] += count
     return "\n".join(f"  {100 * c / total:5.1f} %  {name}" for name, c in counts.most_common())
 
 

@@ -113,5 +113,3 @@ def create_app(config: t.Mapping[str, t.Any] | None = None) -> Flask:
     )
     return app
 
-
-app = create_app()

@@ -73,6 +73,22 @@ class Gate:
         task.artifact([Part(text="done")], name="gate")
 
 
+@pytest.fixture
+def gate() -> Gate:
+    """A fresh gate: its handler holds a task WORKING until the test opens it."""
+    return Gate()
+
+
+@pytest.fixture
+def webhook() -> t.Iterator[t.Any]:
+    """A local webhook receiver (``tests/webhook.py``), closed after the test."""
+    from tests.webhook import Webhook
+
+    hook = Webhook()
+    yield hook
+    hook.close()
+
+
 @pytest.fixture(params=["threads", "gevent"])
 def runner_kind(request: pytest.FixtureRequest) -> str:
     kind = t.cast(str, request.param)

@@ -23,11 +23,6 @@ from tests.test_runs import CountingStore, exchange_of
 LONG = 60.0  # a delay no test reaches: the held task is written only by what the test does
 
 
-@pytest.fixture
-def gate() -> Gate:
-    return Gate()
-
-
 def echo_twice(task: TaskContext) -> None:
     task.working()
     task.artifact([Part(text=task.message.text)], name="echo")

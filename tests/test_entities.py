@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import decimal
 import typing as t
-import uuid
 
 import pytest
 import sqlalchemy as sa
 from flask import Flask, g, request
 from marshmallow import Schema, fields
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import sessionmaker
 
+from examples.invoices import Base, Invoice, InvoiceSchema
 from flask_a2a import A2A, Entity, Principal
 from flask_a2a.crud import crud_blueprint
 from flask_a2a.testing import A2ATestClient
@@ -31,26 +29,6 @@ DESCRIPTION = (
 )
 OPERATIONS = "list, get, create, update, delete"
 MISSING: t.Any = object()
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class Invoice(Base):
-    __tablename__ = "invoices"
-    id: Mapped[str] = mapped_column(
-        sa.String(36), primary_key=True, default=lambda: str(uuid.uuid4())
-    )
-    owner_id: Mapped[str] = mapped_column(sa.String(64), index=True)
-    due_at: Mapped[datetime.date] = mapped_column(sa.Date)
-    total: Mapped[decimal.Decimal] = mapped_column(sa.Numeric(10, 2))
-
-
-class InvoiceSchema(Schema):
-    id = fields.String(dump_only=True)
-    due_at = fields.Date(required=True)
-    total = fields.Decimal(required=True, as_string=True)
 
 
 #: The app's own cookie sessions (the A2A principal hook and the API both accept them).

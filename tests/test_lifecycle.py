@@ -16,11 +16,6 @@ from tests.conftest import Gate, token_principal
 from tests.test_streaming import events_of, frames, next_event, open_stream
 
 
-@pytest.fixture
-def gate() -> Gate:
-    return Gate()
-
-
 def gate_app(make_app: t.Callable[..., Flask], gate: Gate, **kw: t.Any) -> Flask:
     skills = [
         Skill(id="gate", name="Gate", description="Gate.", handler=gate.handler),

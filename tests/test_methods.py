@@ -96,11 +96,6 @@ def total(client: A2ATestClient, token: str | None = None) -> int:
 
 
 @pytest.fixture
-def gate() -> Gate:
-    return Gate()
-
-
-@pytest.fixture
 def app(make_app: t.Callable[..., Flask], gate: Gate) -> Flask:
     return make_app(skills=skills(gate))
 

@@ -33,13 +33,6 @@ def resolver(host: str) -> list[str]:
 
 
 @pytest.fixture
-def webhook() -> t.Iterator[Webhook]:
-    hook = Webhook()
-    yield hook
-    hook.close()
-
-
-@pytest.fixture
 def private_app(make_app: t.Callable[..., Flask]) -> Flask:
     """Private push allowed: configs point at the local receiver."""
     return make_app(
@@ -183,13 +176,18 @@ def test_bound_is_a_config_key(make_app: t.Callable[..., Flask], webhook: Webhoo
     assert config_ids(client, task_id) == ["c2", "c3"]
 
 
-def test_trimmed_task_takes_its_configs(
-    make_app: t.Callable[..., Flask], webhook: Webhook
-) -> None:
-    app = make_app(
+def keeping_one(make_app: t.Callable[..., Flask]) -> Flask:
+    """Private push allowed, and one settled task kept per tier: every send trims."""
+    return make_app(
         config={"A2A_ALLOW_PRIVATE_PUSH": True, "A2A_TERMINAL_TASK_RETENTION": 1},
         push_resolver=resolver,
     )
+
+
+def test_trimmed_task_takes_its_configs(
+    make_app: t.Callable[..., Flask], webhook: Webhook
+) -> None:
+    app = keeping_one(make_app)
     client = A2ATestClient(app, token="alice")
     inline = {"taskPushNotificationConfig": {"url": webhook.url(), "id": "c"}}
     first = client.send("one", configuration=inline)["task"]["id"]
@@ -204,10 +202,7 @@ def test_trimmed_task_takes_its_configs(
 def test_orphan_configs_go_at_the_next_trim(
     make_app: t.Callable[..., Flask], webhook: Webhook
 ) -> None:
-    app = make_app(
-        config={"A2A_ALLOW_PRIVATE_PUSH": True, "A2A_TERMINAL_TASK_RETENTION": 1},
-        push_resolver=resolver,
-    )
+    app = keeping_one(make_app)
     client = A2ATestClient(app, token="alice")
     store = app.extensions["a2a"].exchange.store
     # A config whose task a trim already deleted (registered while that trim ran).

@@ -62,19 +62,6 @@ ECHO = Skill(id="echo", name="Echo", description="Echo.", handler=echo)
 MANY = Skill(id="many", name="Many", description="Eight artifacts.", handler=many)
 
 
-@pytest.fixture
-def webhook() -> t.Iterator[Webhook]:
-    hook = Webhook()
-    yield hook
-    hook.close()
-
-
-@pytest.fixture
-def gate() -> Gate:
-    """Holds its tasks WORKING (a config made on them is told the task, and nothing else)."""
-    return Gate()
-
-
 def gate_skill(gate: Gate) -> Skill:
     return Skill(id="gate", name="Gate", description="Waits.", handler=gate.handler)
 
@@ -409,12 +396,16 @@ def test_config_made_on_a_settled_task_gets_nothing(
     assert webhook.hits == []
 
 
-def test_config_made_on_a_running_task_gets_a_snapshot_then_events(
-    make_app: t.Callable[..., Flask], webhook: Webhook
-) -> None:
-    gate = Gate()
+def gated_app(make_app: t.Callable[..., Flask], gate: Gate) -> Flask:
+    """Push on, and one skill that holds its task WORKING until the gate opens."""
     skill = Skill(id="gate", name="Gate", description="Waits.", handler=gate.handler)
-    app = make_app(skills=[skill], config=PUSH_CONFIG, push_resolver=no_dns)
+    return make_app(skills=[skill], config=PUSH_CONFIG, push_resolver=no_dns)
+
+
+def test_config_made_on_a_running_task_gets_a_snapshot_then_events(
+    make_app: t.Callable[..., Flask], webhook: Webhook, gate: Gate
+) -> None:
+    app = gated_app(make_app, gate)
     client = A2ATestClient(app, token="alice")
     task_id = client.send("hi", configuration={"returnImmediately": True})["task"]["id"]
     assert gate.entered.wait(5)
@@ -429,11 +420,9 @@ def test_config_made_on_a_running_task_gets_a_snapshot_then_events(
 
 
 def test_deleted_config_gets_nothing_more(
-    make_app: t.Callable[..., Flask], webhook: Webhook
+    make_app: t.Callable[..., Flask], webhook: Webhook, gate: Gate
 ) -> None:
-    gate = Gate()
-    skill = Skill(id="gate", name="Gate", description="Waits.", handler=gate.handler)
-    app = make_app(skills=[skill], config=PUSH_CONFIG, push_resolver=no_dns)
+    app = gated_app(make_app, gate)
     client = A2ATestClient(app, token="alice")
     other = Webhook()
     try:

@@ -48,11 +48,6 @@ class Replicas(t.NamedTuple):
 
 
 @pytest.fixture
-def gate() -> Gate:
-    return Gate()
-
-
-@pytest.fixture
 def replicas(
     make_app: t.Callable[..., Flask], pair: tuple[t.Any, t.Any], gate: Gate
 ) -> Replicas:
@@ -240,6 +235,11 @@ class Replica(LiveGunicorn):
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         return requests.post(self.url + "/a2a", json=body, headers=ALICE, timeout=30).json()
 
+    def start(self, skill: str) -> str:
+        """SendMessage with returnImmediately: the id of the task now running here."""
+        params = {"message": message(skill), "configuration": {"returnImmediately": True}}
+        return t.cast(str, self.rpc("SendMessage", params)["result"]["task"]["id"])
+
     def stream(self, method: str, params: t.Any) -> requests.Response:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         return requests.post(
@@ -286,9 +286,7 @@ def test_live_cancel_on_b_cuts_a_within_two_poll_intervals(
     live_pair: tuple[Replica, Replica],
 ) -> None:
     a, b = live_pair
-    sent = a.rpc("SendMessage", {"message": message("sleepy"),
-                                 "configuration": {"returnImmediately": True}})  # fmt: skip
-    task_id = sent["result"]["task"]["id"]
+    task_id = a.start("sleepy")
     with a.stream("SubscribeToTask", {"id": task_id}) as response:
         events = events_of(response)
         assert next(events)["result"]["task"]["id"] == task_id
@@ -311,9 +309,7 @@ def test_live_subscribe_on_b_sees_progress_of_a_run_on_a(
     live_pair: tuple[Replica, Replica],
 ) -> None:
     a, b = live_pair
-    sent = a.rpc("SendMessage", {"message": message("steps"),
-                                 "configuration": {"returnImmediately": True}})  # fmt: skip
-    task_id = sent["result"]["task"]["id"]
+    task_id = a.start("steps")
     with b.stream("SubscribeToTask", {"id": task_id}) as response:
         events = list(events_of(response))
     lengths = [
@@ -330,9 +326,7 @@ def test_live_kill_9_of_the_running_replica_leaves_the_task_readable_and_cancela
     live_pair: tuple[Replica, Replica],
 ) -> None:
     a, b = live_pair
-    sent = a.rpc("SendMessage", {"message": message("sleepy"),
-                                 "configuration": {"returnImmediately": True}})  # fmt: skip
-    task_id = sent["result"]["task"]["id"]
+    task_id = a.start("sleepy")
     assert wait_for(
         lambda: b.rpc("GetTask", {"id": task_id})["result"]["status"]["state"]
         == TaskState.WORKING.value

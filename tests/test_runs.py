@@ -72,11 +72,6 @@ class CountingStore(MemoryStore):
         return super().update_task(record, expected_version)
 
 
-@pytest.fixture
-def gate() -> Gate:
-    return Gate()
-
-
 def app_with(
     make_app: t.Callable[..., Flask],
     gate: Gate | None = None,

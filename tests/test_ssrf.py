@@ -41,13 +41,6 @@ def loopback(host: str) -> list[str]:
     return ["127.0.0.1"]
 
 
-@pytest.fixture
-def webhook() -> t.Iterator[Webhook]:
-    hook = Webhook()
-    yield hook
-    hook.close()
-
-
 @pytest.fixture(autouse=True)
 def _logs(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="flask_a2a")

@@ -72,11 +72,6 @@ def chunks() -> Chunks:
 
 
 @pytest.fixture
-def gate() -> Gate:
-    return Gate()
-
-
-@pytest.fixture
 def stream_app(make_app: t.Callable[..., Flask], chunks: Chunks, gate: Gate) -> Flask:
     return make_app(
         skills=[

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import typing as t
 
+from .base import EXTRA_HINT
 from .base import ListQuery as ListQuery
 from .base import RetentionTrimmer as RetentionTrimmer
 from .base import StaleTaskError as StaleTaskError
@@ -25,8 +26,7 @@ def __getattr__(name: str) -> t.Any:
             from .sql import SQLStore
         except ImportError as exc:
             raise ImportError(
-                f"the SQL store needs SQLAlchemy and a database driver ({exc}); "
-                "pip install flask-a2a[postgres]"
+                f"the SQL store needs SQLAlchemy and a database driver ({exc}); {EXTRA_HINT}"
             ) from exc
         return SQLStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

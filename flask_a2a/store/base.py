@@ -18,6 +18,9 @@ from ..errors import UnencodableDataError
 from ..model import Principal, PushConfig, Task, TaskState, Tier
 from ..wire import dump_task
 
+#: What to install when the SQL store cannot load (SQLAlchemy or the driver is missing).
+EXTRA_HINT: t.Final = "pip install flask-a2a[postgres]"
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TaskRecord:

@@ -33,7 +33,6 @@ from ..rounds import RoundFailed, Rounds
 from ..wire import dump_push_config, push_config_from_wire, task_from_wire
 from . import sql_counts
 from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
-from .sql_engine import EXTRA_HINT as EXTRA_HINT
 from .sql_engine import engine_from_url as engine_from_url
 from .sql_engine import session_settings, to_millis
 

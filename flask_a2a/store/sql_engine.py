@@ -14,7 +14,8 @@ import weakref
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-EXTRA_HINT: t.Final = "pip install flask-a2a[postgres]"
+from .base import EXTRA_HINT
+
 #: Engines built by :func:`engine_from_url` whose connections carry the store's session settings
 #: (statement timeout, asynchronous commit), and whether they autocommit (PostgreSQL): the store
 #: then runs a one-statement call as one round trip.
