@@ -74,6 +74,10 @@ class Entity:
     :param routes: per-operation ``(method, path)`` overrides; ``{id}`` in a path is the id.
     :param namespace: groups the skill as ``entity.<namespace>.<name>``.
     :param public: listed on the public agent card (a non-public entity is served, unlisted).
+    :param arguments: per-operation argument keys the app's route really takes (a hand-written
+        route that ignores ``limit``, say), chosen from the keys derived from the schema; an
+        operation left out takes them all, as the generated CRUD blueprint does. The
+        description, the tool schema and the argument check follow it.
     """
 
     name: str
@@ -83,6 +87,7 @@ class Entity:
     routes: t.Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     namespace: str | None = None
     public: bool = True
+    arguments: t.Mapping[str, t.Sequence[str]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for label, value in (("name", self.name), ("namespace", self.namespace)):
@@ -98,13 +103,23 @@ class Entity:
             raise TypeError(f"Entity {self.name!r}: operations must be a sequence of names")
         ops = tuple(self.operations)
         unknown = [op for op in ops if op not in OPERATIONS] + [
-            op for op in self.routes if op not in ops
+            op for op in [*self.routes, *self.arguments] if op not in ops
         ]
         if unknown or not ops or len(set(ops)) != len(ops):
             raise ValueError(
                 f"Entity {self.name!r}: operations must be distinct names from {OPERATIONS} "
-                f"(and routes may override only those), got {unknown or list(ops)}"
+                f"(and routes and arguments may name only those), got {unknown or list(ops)}"
             )
+        declared: dict[str, tuple[str, ...]] = {}
+        for op, keys in self.arguments.items():
+            if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+                raise TypeError(
+                    f"Entity {self.name!r}: arguments[{op!r}] must be a sequence of key names"
+                )
+            if len(set(keys)) != len(keys):
+                raise ValueError(f"Entity {self.name!r}: arguments[{op!r}] repeats a key")
+            declared[op] = tuple(keys)
+        object.__setattr__(self, "arguments", declared)
         object.__setattr__(self, "operations", tuple(op for op in OPERATIONS if op in ops))
         object.__setattr__(self, "url", (self.url or f"/api/{self.name}").rstrip("/"))
         for op, (_method, path) in self.routes.items():
@@ -164,8 +179,21 @@ class Tool:
         return tuple(self.input_schema["properties"])
 
     @property
+    def declared(self) -> bool:
+        """The entity declares this operation's arguments (else they are derived)."""
+        return self.operation in self.entity.arguments
+
+    @property
     def signature(self) -> str:
-        """``list(page, limit, sort, due_at, total, ...)``: the description line for this tool."""
+        """``list(page, limit, sort, due_at, total, ...)``: the description line for this tool.
+
+        A derived operation ends with ``...`` (the route may take more); a declared one lists
+        exactly its keys (``...`` only past :data:`MAX_DESCRIBED_FIELDS`).
+        """
+        if self.declared:
+            keys = list(self.keys)
+            more = ["..."] if len(keys) > MAX_DESCRIBED_FIELDS else []
+            return f"{self.operation}({', '.join([*keys[:MAX_DESCRIBED_FIELDS], *more])})"
         fixed = {"list": LIST_KEYS, "update": ("id",), "get": ("id",), "delete": ("id",)}
         head = list(fixed.get(self.operation, ()))
         if self.operation in ("get", "delete"):
@@ -185,7 +213,9 @@ class Tool:
         """Validate ``arguments`` with the schema and build the app request; or ArgumentError."""
         schema = self.entity.record_schema
         method, template = self.entity.route(self.operation)
-        errors: dict[str, t.Any] = {}
+        # A key this tool does not take (``additionalProperties: false``) is refused by name.
+        errors: dict[str, t.Any] = {k: ["Unknown field."] for k in arguments if k not in self.keys}
+        arguments = {k: v for k, v in arguments.items() if k in self.keys}
         query: list[tuple[str, str]] = []
         body: dict[str, t.Any] | None = None
         record_id: t.Any = None
@@ -198,13 +228,11 @@ class Tool:
             ):
                 errors["id"] = ["Must be a non-empty string or an integer."]
         rest = {k: v for k, v in arguments.items() if k != "id" or self.operation == "create"}
-        if self.operation in ("get", "delete"):
-            errors.update({key: ["Unknown field."] for key in rest})
-        elif self.operation == "list":
+        if self.operation == "list":
             query = self._list_query(rest, errors)
-        else:
+        elif self.operation in ("create", "update"):
             try:
-                schema.load(rest, partial=self.operation == "update", unknown=RAISE)
+                schema.load(rest, partial=self._partial(), unknown=RAISE)
             except ValidationError as exc:
                 errors.update(_messages(exc))
             body = dict(rest)
@@ -214,6 +242,18 @@ class Tool:
         if self.operation in ("get", "delete", "update"):
             path = template.replace("{id}", quote(str(record_id), safe=""))
         return Call(method, path, query, body)
+
+    def _partial(self) -> bool | tuple[str, ...]:
+        """What the schema load may leave out: all of it for update; for a create, the
+        required fields its declaration leaves out (the route fills them in itself)."""
+        if self.operation == "update":
+            return True
+        schema = self.entity.record_schema
+        return tuple(
+            name
+            for name, field in schema.load_fields.items()
+            if field.required and (field.data_key or name) not in self.keys
+        )
 
     def _list_query(
         self, arguments: t.Mapping[str, t.Any], errors: dict[str, t.Any]
@@ -234,9 +274,7 @@ class Tool:
                 query.append(("sort", arguments["sort"]))
         filters = {k: v for k, v in arguments.items() if k not in LIST_KEYS}
         for key, value in filters.items():
-            if key not in self.facts.filters:
-                errors[key] = ["Unknown field."]
-            elif value is None or isinstance(value, dict | list):
+            if value is None or isinstance(value, dict | list):
                 errors[key] = ["A filter is one string, number or boolean."]
         if errors:
             return query
@@ -291,6 +329,8 @@ def build_tools(entity: Entity) -> list[Tool]:
     tools = []
     for op in entity.operations:
         properties, required = inputs[op]
+        if op in entity.arguments:
+            properties, required = _declared(entity, op, properties, required)
         input_schema: dict[str, t.Any] = {
             "type": "object",
             "properties": properties,
@@ -300,6 +340,25 @@ def build_tools(entity: Entity) -> list[Tool]:
             input_schema["required"] = required
         tools.append(Tool(f"{entity.qualified_name}.{op}", entity, op, input_schema, facts))
     return tools
+
+
+def _declared(
+    entity: Entity, op: str, properties: dict[str, t.Any], required: list[str]
+) -> tuple[dict[str, t.Any], list[str]]:
+    """An operation's derived input narrowed to the keys the entity declares for it.
+
+    A record id is always taken where the path holds one (``get``, ``update``, ``delete``).
+    """
+    keys = list(entity.arguments[op])
+    unknown = [k for k in keys if k not in properties]
+    if unknown:
+        raise ValueError(
+            f"Entity {entity.name!r}: arguments[{op!r}] names {unknown}, which the {op} "
+            f"operation cannot take; choose from {list(properties)}"
+        )
+    if "id" in properties and op != "create":
+        keys = ["id", *(k for k in keys if k != "id")]
+    return {k: properties[k] for k in keys}, [k for k in required if k in keys]
 
 
 def describe_skill(entity: Entity, tools: t.Sequence[Tool]) -> str:
@@ -457,7 +516,9 @@ class EntityRegistry:
     def _skill(self, entity: Entity) -> Skill:
         examples: tuple[str, ...] = ()
         if "list" in entity.operations:
-            example = {"skill": entity.skill_id, "operation": "list", "arguments": {"limit": 10}}
+            example: dict[str, t.Any] = {"skill": entity.skill_id, "operation": "list"}
+            if "limit" in self.tools[f"{entity.qualified_name}.list"].keys:
+                example["arguments"] = {"limit": 10}
             examples = (json.dumps(example),)
         return Skill(
             id=entity.skill_id,

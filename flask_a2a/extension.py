@@ -180,6 +180,8 @@ class A2A:
         app.extensions["a2a"] = state
         self._states[app] = state
         app.register_blueprint(_blueprint(settings, state.cards))
+        _exempt_from_csrf(app)  # CSRFProtect registered before A2A
+        app.before_request(_exempt_from_csrf_hook)  # ... or after: this runs before its check
         state.cards.guard_agent_role(app)
         _register_exit(exchange)
 
@@ -282,6 +284,24 @@ def _register_exit(exchange: Exchange) -> None:
     if not _LIVE:
         atexit.register(shutdown_all)
     _LIVE.add(exchange)
+
+
+def _exempt_from_csrf(app: Flask) -> None:
+    """Exempt the exchange view from Flask-WTF's ``CSRFProtect`` when the app has one.
+
+    The exchange is no form endpoint: its Origin gate (a cross-site browser POST is refused
+    before the body is read) and its JSON content type are its CSRF defence, and A2A clients
+    carry no CSRF token. Only this view is exempted; the app's own routes stay checked.
+    """
+    exempt = getattr(app.extensions.get("csrf"), "exempt", None)
+    if exempt is not None:
+        exempt(_exchange_view)
+
+
+def _exempt_from_csrf_hook() -> None:
+    """Registered by ``init_app``, so it runs before the check of a ``CSRFProtect`` set up
+    later (before-request hooks run in registration order)."""
+    _exempt_from_csrf(current_app)
 
 
 def _state() -> A2AState:

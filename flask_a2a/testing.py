@@ -22,7 +22,23 @@ class RPCResponse:
         self.status = response.status_code
         self.headers = response.headers
         self.text = response.get_data(as_text=True)
-        self.json: t.Any = json.loads(self.text) if self.text else None
+        try:
+            self._json: t.Any = json.loads(self.text) if self.text else None
+            self._not_json: str | None = None
+        except ValueError:
+            # Something in front of the exchange answered (a CSRF check, an auth hook, a
+            # proxy's error page): keep the answer readable and say so when it is used.
+            self._json = None
+            self._not_json = (
+                f"HTTP {self.status} ({response.content_type or 'no content type'}), "
+                f"not JSON: {self.text[:500]}"
+            )
+
+    @property
+    def json(self) -> t.Any:
+        """The decoded body (``None`` when empty); fails loudly, with the body, when not JSON."""
+        assert self._not_json is None, self._not_json
+        return self._json
 
     @property
     def result(self) -> t.Any:
