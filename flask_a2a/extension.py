@@ -25,7 +25,7 @@ from .runner import Runner, default_runner
 from .server import Exchange
 from .store.base import Store
 from .store.memory import MemoryStore
-from .tasks import TaskUpdater
+from .tasks import TaskUpdater, scrub
 
 if t.TYPE_CHECKING:
     import requests
@@ -70,7 +70,8 @@ class A2AState:
         hook = self.principal_hook
         name = f"{getattr(hook, '__module__', '?')}.{getattr(hook, '__qualname__', hook)}"
         raise TypeError(
-            f"the principal hook {name} returned {type(found).__name__} {found!r}: return a "
+            f"the principal hook {name} returned {type(found).__name__} "
+            f"{scrub(repr(found))[:80]}: return a "
             "flask_a2a.Principal, an owner id (a non-empty str or an int) or None"
         )
 

@@ -17,7 +17,7 @@ from .model import Message
 if t.TYPE_CHECKING:
     from .tasks import TaskContext
 
-#: A handler's return value, when not ``None``, becomes the task's artifact (``tasks.returned_parts``).
+#: A handler returning a value (not None) makes it the artifact (``tasks.returned_parts``).
 Handler = t.Callable[["TaskContext"], object]
 
 

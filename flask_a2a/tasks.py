@@ -454,7 +454,10 @@ class TaskContext(TaskMutations):
     def returned(self, value: object) -> None:
         """The handler returned ``value`` (not None): add it as an artifact named after the
         skill; the run then completes the task. A task the handler settled (or handed off)
-        itself keeps what it has: the value is dropped, with a warning."""
+        itself keeps what it has: the value is dropped, with a warning. The id ``artifact()``
+        returned (``lambda task: task.artifact(...)``) adds nothing."""
+        if isinstance(value, str) and any(a.artifact_id == value for a in self.task.artifacts):
+            return
         if self._settled:
             log.warning(
                 "a2a: skill %s returned a %s after its task became %s; the value is dropped",
