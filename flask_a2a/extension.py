@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import typing as t
 import weakref
 
-from flask import Blueprint, Flask, Response, current_app, request
+from flask import Blueprint, Flask, Response, current_app, has_app_context, request
 
 from .card import PROTECTED_RESOURCE_PATH, AgentCard, CardPublisher, check_card_config
 from .config import DEFAULTS, Settings
@@ -24,7 +25,7 @@ from .runner import Runner, default_runner
 from .server import Exchange
 from .store.base import Store
 from .store.memory import MemoryStore
-from .tasks import TaskUpdater
+from .tasks import TaskUpdater, scrub
 
 if t.TYPE_CHECKING:
     import requests
@@ -58,13 +59,21 @@ class A2AState:
         self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
 
     def resolve_principal(self) -> Principal | None:
-        """Run the host's hook in the current request; a plain string is taken as the owner."""
-        found = self.principal_hook()
+        """Run the host's hook in the current request; a plain string or int (``user.id``) is
+        taken as the owner. Anything else fails the request naming the hook (a log ERROR,
+        -32603 to the caller)."""
+        found: object = self.principal_hook()
         if found is None or isinstance(found, Principal):
             return found
-        if isinstance(found, str) and found:
-            return Principal(owner=found)
-        raise TypeError("the principal hook must return a flask_a2a.Principal, a str or None")
+        if isinstance(found, str | int) and not isinstance(found, bool) and found != "":
+            return Principal(owner=str(found))
+        hook = self.principal_hook
+        name = f"{getattr(hook, '__module__', '?')}.{getattr(hook, '__qualname__', hook)}"
+        raise TypeError(
+            f"the principal hook {name} returned {type(found).__name__} "
+            f"{scrub(repr(found))[:80]}: return a "
+            "flask_a2a.Principal, an owner id (a non-empty str or an int) or None"
+        )
 
 
 class A2A:
@@ -173,6 +182,9 @@ class A2A:
             extended_card=self._extended_card,
             push=push,
         )
+        # Handlers and job workers use the app as a view does: current_app, db.session.
+        exchange.runs.run_context = app.app_context
+        exchange.updater_context = lambda: _app_context(app)
         state = A2AState(exchange, self._principal, self._card, self._signing_keys)
         if self._extended_card is not None:
             exchange.extended_card = state.cards.extended_hook(self._extended_card)
@@ -302,6 +314,14 @@ def _exempt_from_csrf_hook() -> None:
     """Registered by ``init_app``, so it runs before the check of a ``CSRFProtect`` set up
     later (before-request hooks run in registration order)."""
     _exempt_from_csrf(current_app)
+
+
+def _app_context(app: Flask) -> t.ContextManager[object]:
+    """``app``'s context for a TaskUpdater write, unless the worker is already in one of
+    ``app``'s (its own ``db.session`` work must not be torn down by our write)."""
+    if has_app_context() and current_app._get_current_object() is app:  # type: ignore[attr-defined]
+        return contextlib.nullcontext()
+    return app.app_context()
 
 
 def _state() -> A2AState:

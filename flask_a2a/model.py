@@ -215,11 +215,12 @@ class PushConfig:
 class Principal:
     """Who is calling, as resolved by the host app's own auth.
 
-    :param owner: the user id every task is owned by (erasure deletes by it).
+    :param owner: the user id every task is owned by (erasure deletes by it); an int
+        (``user.id``) is stored as its string, ``Principal(owner=7).owner == "7"``.
     :param scopes: ``None`` for a session (sees every task of its owner); the scope set of a
         narrowed token or embed grant otherwise (sees only tasks made under the same set).
     :param tenant: the tenant the request acts in; tasks are visible only in the tenant they
-        were made in.
+        were made in. An int is stored as its string too.
     """
 
     owner: str
@@ -227,8 +228,19 @@ class Principal:
     tenant: str | None = None
 
     def __post_init__(self) -> None:
+        for name in ("owner", "tenant"):
+            value = getattr(self, name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, name, str(value))  # integer user ids, as apps have them
         if not isinstance(self.owner, str) or not self.owner:
-            raise ValueError("Principal.owner must be a non-empty string")
+            raise ValueError(
+                "Principal.owner must be a non-empty str or an int, "
+                f"got {type(self.owner).__name__} {self.owner!r}"
+            )
+        if self.tenant is not None and not isinstance(self.tenant, str):
+            raise ValueError(
+                f"Principal.tenant must be a str, an int or None, got {type(self.tenant).__name__}"
+            )
         if self.scopes is not None and not isinstance(self.scopes, frozenset):
             object.__setattr__(self, "scopes", frozenset(self.scopes))
 

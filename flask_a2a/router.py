@@ -17,7 +17,8 @@ from .model import Message
 if t.TYPE_CHECKING:
     from .tasks import TaskContext
 
-Handler = t.Callable[["TaskContext"], None]
+#: A handler returning a value (not None) makes it the artifact (``tasks.returned_parts``).
+Handler = t.Callable[["TaskContext"], object]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Skill:
     """A named unit of work the agent offers.
 
     :param handler: ``handler(task)``; raising fails the task, returning without settling
-        completes it.
+        completes it (a returned str, dict, list, bytes or Part is its artifact).
     :param public: listed on the public agent card (entity skills may be served but unlisted).
     """
 

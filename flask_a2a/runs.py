@@ -8,6 +8,7 @@ shutdown. The exchange (``server.py``) decides what to run; this module runs it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -53,6 +54,10 @@ class Runs:
         self.replicas: ReplicaWatch | None = None
         self._runs: dict[str, Run] = {}
         self._lock = threading.Lock()
+        #: Entered around each handler call, on the run's own thread or greenlet: the Flask
+        #: wiring sets it to the serving app's ``app_context``, whose teardown ends the run's
+        #: database session. The core knows no Flask.
+        self.run_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext
 
     def claim(self, owner: str) -> None:
         """Take an owner slot and a pool slot, or refuse with -32004 (nothing written)."""
@@ -102,7 +107,10 @@ class Runs:
                 run.started = True
             failure: str | None = None
             try:
-                skill.handler(context)
+                with self.run_context():
+                    result = skill.handler(context)
+                if result is not None:
+                    context.returned(result)
             except TaskTimedOut:
                 self._expire(run)  # its own clock ran out before the timer fired
                 return

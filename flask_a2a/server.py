@@ -8,6 +8,7 @@ lives in ``runs.py``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import json
 import logging
@@ -119,6 +120,8 @@ class Exchange:
         #: Polls a store shared with other replicas for what they wrote to our runs.
         self.replicas = ReplicaWatch(self) if is_shared(store) else None
         self.runs.replicas = self.replicas
+        #: Entered around each read and write of a TaskUpdater (set by the Flask wiring).
+        self.updater_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext
         self.methods: dict[str, Method] = {
             "SendMessage": self.send_message,
             "SendStreamingMessage": self.send_streaming_message,
@@ -565,7 +568,7 @@ class Exchange:
     # ------------------------------------------------------------------ outside the wire
 
     def task_updater(self, task_id: str) -> TaskUpdater:
-        return TaskUpdater(self.writer, task_id)
+        return TaskUpdater(self.writer, task_id, self.updater_context)
 
     def shutdown(self, timeout: float | None = None) -> bool:
         """Refuse new runs, cut every live run (settled CANCELED), wait for them to finish.

@@ -8,6 +8,7 @@ with the version the write produced, and queues push deliveries.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import re
@@ -64,6 +65,64 @@ def credential_headers(headers: HeaderLookup) -> dict[str, str]:
     """The caller's credential headers, by their canonical names (werkzeug matches any case)."""
     found = {name: headers.get(name) for name in CREDENTIAL_HEADERS}
     return {name: str(value) for name, value in found.items() if value is not None}
+
+
+def _part_for(value: object) -> str:
+    """The Part that holds ``value``, as the fix a refusal names."""
+    if isinstance(value, str):
+        return "Part(text=...)"
+    if isinstance(value, bytes):
+        return "Part(raw=...)"
+    return "Part(data={...})" if isinstance(value, dict) else "Part(data=...)"
+
+
+def artifact_parts(parts: Part | t.Iterable[Part] | None) -> tuple[Part, ...]:
+    """``artifact()``'s parts: a Part or an iterable of Parts. A dict or a str would iterate
+    into its keys or characters, so anything else is refused naming what it got and the fix."""
+    if parts is None:
+        return ()
+    if isinstance(parts, Part):
+        return (parts,)
+    if isinstance(parts, str | bytes | dict) or not isinstance(parts, t.Iterable):
+        raise TypeError(
+            f"artifact() takes a list of flask_a2a.Part, got {type(parts).__name__}: "
+            f"use task.artifact([{_part_for(parts)}])"
+        )
+    chunk = tuple(parts)
+    for i, part in enumerate(chunk):
+        if not isinstance(part, Part):
+            raise TypeError(
+                f"artifact() takes a list of flask_a2a.Part, item {i} is a "
+                f"{type(part).__name__}: wrap it as {_part_for(part)}"
+            )
+    return chunk
+
+
+def returned_parts(value: object) -> tuple[Part, ...]:
+    """The parts a handler's return value stands for, the way a Flask view's return value is
+    its response: a str is a text part, bytes a raw part, a dict or a list holding no Part one
+    data part, a Part or a list of Parts those parts."""
+    if isinstance(value, Part):
+        return (value,)
+    if isinstance(value, str):
+        return (Part(text=value),)
+    if isinstance(value, bytes):
+        return (Part(raw=value),)
+    if isinstance(value, dict):
+        return (Part(data=value),)
+    if isinstance(value, list | tuple):
+        parts = tuple(item for item in value if isinstance(item, Part))
+        if parts and len(parts) == len(value):
+            return parts
+        if not parts and isinstance(value, list):
+            return (Part(data=value),)
+    kind = type(value).__name__
+    if isinstance(value, list | tuple) and any(isinstance(item, Part) for item in value):
+        kind = f"a {kind} mixing Part and other values"
+    raise TypeError(
+        f"the handler returned {kind}: return None, a str, bytes, a dict, a list of JSON "
+        "values, a flask_a2a.Part or a list of Parts (or call task.artifact())"
+    )
 
 
 def is_final(state: TaskState) -> bool:
@@ -250,7 +309,7 @@ class TaskMutations:
 
     def artifact(
         self,
-        parts: t.Iterable[Part] | None,
+        parts: Part | t.Iterable[Part] | None,
         name: str | None = None,
         artifact_id: str | None = None,
         append: bool = False,
@@ -263,10 +322,7 @@ class TaskMutations:
 
         Returns the artifact id (pass it back with ``append=True`` to stream chunks).
         """
-        chunk = tuple(parts or ())
-        for part in chunk:
-            if not isinstance(part, Part):
-                raise TypeError(f"artifact parts must be flask_a2a.Part, not {type(part).__name__}")
+        chunk = artifact_parts(parts)
         if append and artifact_id is None:
             raise ValueError("append=True needs the artifact_id of the artifact to extend")
         artifact_id = artifact_id or new_id()
@@ -395,6 +451,21 @@ class TaskContext(TaskMutations):
             if is_final(run.record.state):
                 self._settled = True
 
+    def returned(self, value: object) -> None:
+        """The handler returned ``value`` (not None): add it as an artifact named after the
+        skill; the run then completes the task. A task the handler settled (or handed off)
+        itself keeps what it has: the value is dropped, with a warning. The id ``artifact()``
+        returned (``lambda task: task.artifact(...)``) adds nothing."""
+        if isinstance(value, str) and any(a.artifact_id == value for a in self.task.artifacts):
+            return
+        if self._settled:
+            log.warning(
+                "a2a: skill %s returned a %s after its task became %s; the value is dropped",
+                self.skill.id, type(value).__name__, self.state.value,
+            )
+            return
+        self.artifact(returned_parts(value), name=self.skill.id)
+
     def hand_off(self, text: str | None = None) -> None:
         """Mark the task WORKING and hand it to work outside this run (a job queue, a thread).
 
@@ -415,10 +486,19 @@ class TaskUpdater(TaskMutations):
     task is terminal, every change raises :class:`TaskCanceled` and nothing is written.
     """
 
-    def __init__(self, writer: TaskWriter, task_id: str) -> None:
+    def __init__(
+        self,
+        writer: TaskWriter,
+        task_id: str,
+        context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext,
+    ) -> None:
         self._writer = writer
         self._task_id = task_id
-        record = writer.store.get_task(task_id)
+        #: Entered around each read and write (the Flask wiring: the app's context, pushed
+        #: only when the worker has none of that app active).
+        self._context = context
+        with context():
+            record = writer.store.get_task(task_id)
         if record is None:
             raise LookupError(f"no task {task_id!r}")
         self._record = record
@@ -429,7 +509,8 @@ class TaskUpdater(TaskMutations):
 
     def refresh(self) -> Task:
         """Re-read the task from the store."""
-        record = self._writer.store.get_task(self._task_id)
+        with self._context():
+            record = self._writer.store.get_task(self._task_id)
         if record is None:
             raise TaskCanceled("task is gone")
         self._record = record
@@ -440,16 +521,17 @@ class TaskUpdater(TaskMutations):
         return self.refresh().status.state is TaskState.CANCELED
 
     def _commit(self, build: t.Callable[[Task], tuple[Task, StreamEvent | None]]) -> None:
-        for _ in range(16):
-            self.refresh()
-            if self._record.state.terminal:
-                raise TaskCanceled(f"task is already {self._record.state.value}")
-            task, event = build(self._record.task)
-            if event is None:
-                return
-            try:
-                self._record = self._writer.commit(self._record, task, event)
-                return
-            except StaleTaskError:
-                continue
+        with self._context():
+            for _ in range(16):
+                self.refresh()
+                if self._record.state.terminal:
+                    raise TaskCanceled(f"task is already {self._record.state.value}")
+                task, event = build(self._record.task)
+                if event is None:
+                    return
+                try:
+                    self._record = self._writer.commit(self._record, task, event)
+                    return
+                except StaleTaskError:
+                    continue
         raise TaskCanceled("task kept changing under the updater")

@@ -34,7 +34,7 @@ def test_python_samples_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None
     if not samples:
         pytest.skip("no python samples on this page")
     if page.name == "README.md":
-        pytest.skip("the README's sample is the quickstart's, run there")
+        pytest.skip("the README's sample needs the host's auth: test_readme_sample_* runs it")
     monkeypatch.chdir(ROOT)
     namespace: dict[str, t.Any] = {"__name__": f"docs_{page.stem}"}
     for sample in samples:
@@ -83,3 +83,37 @@ def test_configuration_page_lists_every_key_with_its_default() -> None:
         if default is None:
             expected = "None"
         assert shown == expected, f"{key}: docs say {shown}, default is {expected}"
+
+
+def test_readme_sample_sums_only_the_callers_invoices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's app, as written, with the one thing it leaves to the host (its auth)."""
+    from types import SimpleNamespace
+
+    from flask_a2a.testing import A2ATestClient
+
+    monkeypatch.chdir(tmp_path)  # its sqlite:///invoices.db lands in tmp_path/instance
+    users = {"Bearer t7": SimpleNamespace(id=7), "Bearer t8": SimpleNamespace(id=8)}
+    namespace: dict[str, t.Any] = {"__name__": "docs_README", "load_user_from_token": users.get}
+    (sample,) = blocks(ROOT / "README.md", "python")
+    exec(compile(sample, "README.md", "exec"), namespace)  # noqa: S102
+    app, db, invoice, a2a = (namespace[k] for k in ("app", "db", "Invoice", "a2a"))
+    try:
+        with app.app_context():
+            db.create_all()
+            db.session.add_all([invoice(owner_id=7, amount_cents=1200),
+                                invoice(owner_id=7, amount_cents=34),
+                                invoice(owner_id=8, amount_cents=99999)])
+            db.session.commit()
+        client = A2ATestClient(app)
+        for token, total in (("t7", 1234), ("t8", 99999)):
+            task = client.send("this quarter", skill="summarize-invoices", token=token)["task"]
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+            assert task["artifacts"][0]["parts"] == [{"data": {"total_cents": total}}]
+        assert client.rpc("ListTasks", {}, token="t8").result["totalSize"] == 1
+        assert client.rpc("ListTasks", {}, token="nobody").status == 401
+    finally:
+        a2a.shutdown(5)
+        with app.app_context():
+            db.engine.dispose()
