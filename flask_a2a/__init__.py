@@ -8,6 +8,7 @@ gevent monkey-patches the workers.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import typing as t
 
 #: The one place the version is written (setup.cfg reads it: ``attr: flask_a2a.__version__``).
@@ -110,16 +111,19 @@ _SOURCES: t.Final[dict[str, str]] = {
 __all__ = [*_SOURCES, "__version__"]
 
 
-def __getattr__(name: str) -> t.Any:
-    """Import the submodule that defines ``name`` the first time it is asked for."""
-    try:
-        source = _SOURCES[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f".{source}", __name__), name)
-    globals()[name] = value
-    return value
+if not t.TYPE_CHECKING:  # type checkers see the imports above, and flag an unknown name
 
+    def __getattr__(name: str) -> t.Any:
+        """Import the submodule that defines ``name`` the first time it is asked for (or the
+        submodule ``name`` itself: ``flask_a2a.store`` after a bare ``import flask_a2a``)."""
+        if name in _SOURCES:
+            value = getattr(importlib.import_module(f".{_SOURCES[name]}", __name__), name)
+        elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+            value = importlib.import_module(f".{name}", __name__)
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        globals()[name] = value
+        return value
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

@@ -36,6 +36,11 @@ def test_importing_the_gunicorn_hooks_loads_nothing_heavy() -> None:
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, check=True)  # fmt: skip
     assert json.loads(out.stdout) == []
+    # A bare ``import flask_a2a`` still reaches its submodules as attributes, as before.
+    probe = "import flask_a2a; print(flask_a2a.store.MemoryStore.__name__)"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, check=True)  # fmt: skip
+    assert out.stdout.strip() == "MemoryStore"
 
 
 def test_the_package_still_offers_its_names() -> None:
