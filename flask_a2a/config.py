@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import logging
 import typing as t
 
@@ -107,6 +108,11 @@ class _Words(fields.Field):  # type: ignore[type-arg]
             return tuple(value)
         raise ValidationError("invalid")
 
+    def deserialize(self, value: t.Any, *args: t.Any, **kwargs: t.Any) -> tuple[str, ...]:
+        if value is None:  # unset in the config: no entries
+            return ()
+        return t.cast(tuple[str, ...], super().deserialize(value, *args, **kwargs))
+
 
 #: A ``Settings`` field type -> (how its key is read, what the error says it expects).
 _FIELDS: t.Final[dict[t.Any, tuple[t.Callable[[], fields.Field], str]]] = {  # type: ignore[type-arg]
@@ -115,10 +121,7 @@ _FIELDS: t.Final[dict[t.Any, tuple[t.Callable[[], fields.Field], str]]] = {  # t
     float: (lambda: fields.Float(allow_nan=False), "a number"),
     str: (fields.String, "a string"),
     str | None: (lambda: fields.String(allow_none=True), "a string or None"),
-    tuple[str, ...]: (
-        lambda: _Words(allow_none=True),
-        "a list of strings, or one comma- or space-separated string",
-    ),
+    tuple[str, ...]: (_Words, "a list of strings, or one comma- or space-separated string"),
 }
 
 
@@ -189,11 +192,7 @@ class Settings:
             ) from None
         for key in _ZERO_IS_DEFAULT:
             loaded[key] = _zero_is_default(loaded[key], DEFAULTS[key])
-        values = {key[4:].lower(): value for key, value in loaded.items()}
-        for name, found in values.items():
-            if found is None and _hints()[name] == tuple[str, ...]:
-                values[name] = ()
-        settings = cls(**values)
+        settings = cls(**{key[4:].lower(): value for key, value in loaded.items()})
         settings.validate()
         return settings
 
@@ -226,6 +225,7 @@ def warn_unknown_keys(config: t.Mapping[str, t.Any]) -> None:
         log.warning("a2a: unknown config key %s is ignored%s", key, hint)
 
 
+@functools.cache
 def _hints() -> dict[str, t.Any]:
     return t.get_type_hints(Settings)
 

@@ -50,18 +50,14 @@ def test_a_numeric_string_timeout_is_seconds_and_send_message_works(
 
 
 @pytest.mark.parametrize("word", ["false", "False", "NO", "0", " no "])
-def test_a_false_word_keeps_entity_skills_on(
-    make_app: t.Callable[..., Flask], word: str
-) -> None:
+def test_a_false_word_keeps_entity_skills_on(make_app: t.Callable[..., Flask], word: str) -> None:
     app = make_app(config={"A2A_DISABLE_ENTITY_SKILLS": word}, entities=[NOTES])
     assert app.extensions["a2a"].settings.disable_entity_skills is False
     assert "entity.notes" in card_skills(app)
 
 
 @pytest.mark.parametrize("word", ["true", "TRUE", "Yes", "1", 1, True])
-def test_a_true_word_turns_entity_skills_off(
-    make_app: t.Callable[..., Flask], word: t.Any
-) -> None:
+def test_a_true_word_turns_entity_skills_off(make_app: t.Callable[..., Flask], word: t.Any) -> None:
     app = make_app(config={"A2A_DISABLE_ENTITY_SKILLS": word}, entities=[NOTES])
     assert card_skills(app) == ["echo"]
 
@@ -142,10 +138,10 @@ def test_known_keys_log_nothing(caplog: pytest.LogCaptureFixture) -> None:
 
 def test_from_prefixed_env_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
     env = {
-        "FLASK_A2A_TASK_TIMEOUT": "60",           # JSON: 60
-        "FLASK_A2A_KEEPALIVE_INTERVAL": "2.5",    # JSON: 2.5
+        "FLASK_A2A_TASK_TIMEOUT": "60",  # JSON: 60
+        "FLASK_A2A_KEEPALIVE_INTERVAL": "2.5",  # JSON: 2.5
         "FLASK_A2A_DISABLE_ENTITY_SKILLS": "no",  # not JSON: the word
-        "FLASK_A2A_ALLOW_PRIVATE_PUSH": "true",   # JSON: true
+        "FLASK_A2A_ALLOW_PRIVATE_PUSH": "true",  # JSON: true
         "FLASK_A2A_ALLOWED_ORIGINS": "https://a.example https://b.example",
         "FLASK_A2A_SCOPES_SUPPORTED": '["tasks:read"]',
         "FLASK_A2A_PATH": "/agent",
