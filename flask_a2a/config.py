@@ -2,12 +2,24 @@
 
 The protocol core takes a :class:`Settings`; the extension builds it from ``app.config`` once,
 in ``init_app``. docs/configuration.md documents each key.
+
+Every key is checked there, by a marshmallow schema derived from the :class:`Settings` field
+types: a value from the environment (a string, or what ``from_prefixed_env`` parsed as JSON) is
+coerced when it reads as the type, and anything else fails startup naming the key, the value
+and the type expected. A new setting is one entry in ``DEFAULTS`` plus its ``Settings`` field.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
+import logging
 import typing as t
+
+from marshmallow import Schema, ValidationError, fields
+
+log = logging.getLogger("flask_a2a")
 
 #: Key -> default. Knobs where the spec says "0 = the default" resolve 0 to these values.
 DEFAULTS: t.Final[dict[str, t.Any]] = {
@@ -43,6 +55,74 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
 }
 
 SEAT_OVERFLOW_POLICIES: t.Final = ("refuse", "evict-oldest")
+
+#: Keys where the spec says "0 = the default".
+_ZERO_IS_DEFAULT: t.Final = (
+    "A2A_TERMINAL_TASK_RETENTION",
+    "A2A_PAUSED_TASK_RETENTION",
+    "A2A_MAX_PUSH_CONFIGS_PER_TASK",
+    "A2A_MAX_CONCURRENT_RUNS_PER_OWNER",
+    "A2A_MAX_STREAM_SEATS_PER_OWNER",
+)
+
+
+class ConfigError(ValueError):
+    """An ``A2A_*`` setting that cannot be used; raised by ``init_app``, before any request."""
+
+
+class _Boolean(fields.Boolean):
+    """``True``/``False``, ``1``/``0``, or the words true/false, 1/0, yes/no (any case)."""
+
+    _WORDS: t.Final = {"true": True, "1": True, "yes": True, "false": False, "0": False,
+                       "no": False}  # fmt: skip
+
+    def _deserialize(self, value: t.Any, attr: str | None, data: t.Any, **kwargs: t.Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in self._WORDS:
+            return self._WORDS[value.strip().lower()]
+        raise self.make_error("invalid", input=value)
+
+
+class _Integer(fields.Integer):
+    """An int, or a string or float that is exactly one (``"16"``, ``16.0``; not ``16.5``)."""
+
+    def _validated(self, value: t.Any) -> int:
+        if isinstance(value, float) and not value.is_integer():
+            raise self.make_error("invalid", input=value)
+        return super()._validated(value)
+
+
+class _Words(fields.Field):  # type: ignore[type-arg]
+    """A list of strings, or one string of them separated by commas or spaces (the
+    environment's form)."""
+
+    def _deserialize(
+        self, value: t.Any, attr: str | None, data: t.Any, **kwargs: t.Any
+    ) -> tuple[str, ...]:
+        if isinstance(value, str):
+            return tuple(value.replace(",", " ").split())
+        if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+            return tuple(value)
+        raise ValidationError("invalid")
+
+    def deserialize(self, value: t.Any, *args: t.Any, **kwargs: t.Any) -> tuple[str, ...]:
+        if value is None:  # unset in the config: no entries
+            return ()
+        return t.cast(tuple[str, ...], super().deserialize(value, *args, **kwargs))
+
+
+#: A ``Settings`` field type -> (how its key is read, what the error says it expects).
+_FIELDS: t.Final[dict[t.Any, tuple[t.Callable[[], fields.Field], str]]] = {  # type: ignore[type-arg]
+    bool: (_Boolean, "a boolean (true/false, 1/0, yes/no)"),
+    int: (_Integer, "an integer"),
+    float: (lambda: fields.Float(allow_nan=False), "a number"),
+    str: (fields.String, "a string"),
+    str | None: (lambda: fields.String(allow_none=True), "a string or None"),
+    tuple[str, ...]: (_Words, "a list of strings, or one comma- or space-separated string"),
+}
 
 
 def _zero_is_default(value: int, default: int) -> int:
@@ -92,42 +172,77 @@ class Settings:
 
     @classmethod
     def from_config(cls, config: t.Mapping[str, t.Any]) -> Settings:
-        """Read the ``A2A_*`` keys (missing ones take their defaults) and check them."""
-        values = {
-            key[4:].lower(): config.get(key, default) for key, default in DEFAULTS.items()
-        }
-        for name in ("allowed_origins", "authorization_servers", "scopes_supported"):
-            found = values[name] or ()
-            if isinstance(found, str):  # from an environment variable: comma or space separated
-                found = found.replace(",", " ").split()
-            values[name] = tuple(found)
-        for name in (
-            "terminal_task_retention",
-            "paused_task_retention",
-            "max_push_configs_per_task",
-            "max_concurrent_runs_per_owner",
-            "max_stream_seats_per_owner",
-        ):
-            values[name] = _zero_is_default(int(values[name]), DEFAULTS["A2A_" + name.upper()])
-        settings = cls(**values)
+        """Read the ``A2A_*`` keys (missing ones take their defaults) and check them.
+
+        Raises :class:`ConfigError` naming every key whose value is not of its type; logs a
+        warning for an ``A2A_*`` key no setting has (a typo would otherwise be silently ignored).
+        """
+        warn_unknown_keys(config)
+        raw = {key: config.get(key, default) for key, default in DEFAULTS.items()}
+        try:
+            loaded = _schema().load(raw)
+        except ValidationError as exc:
+            problems = t.cast(dict[str, t.Any], exc.messages)
+            raise ConfigError(
+                "\n".join(
+                    f"{key}={raw[key]!r} ({type(raw[key]).__name__}): expected {_expected(key)}"
+                    for key in DEFAULTS
+                    if key in problems
+                )
+            ) from None
+        for key in _ZERO_IS_DEFAULT:
+            loaded[key] = _zero_is_default(loaded[key], DEFAULTS[key])
+        settings = cls(**{key[4:].lower(): value for key, value in loaded.items()})
         settings.validate()
         return settings
 
     def validate(self) -> None:
         if not self.path.startswith("/"):
-            raise ValueError(f"A2A_PATH must start with '/', got {self.path!r}")
+            raise ConfigError(f"A2A_PATH must start with '/', got {self.path!r}")
         if self.stream_seat_overflow not in SEAT_OVERFLOW_POLICIES:
-            raise ValueError(
+            raise ConfigError(
                 f"A2A_STREAM_SEAT_OVERFLOW must be one of {SEAT_OVERFLOW_POLICIES}, "
                 f"got {self.stream_seat_overflow!r}"
             )
         if self.keepalive_interval <= 0:
-            raise ValueError("A2A_KEEPALIVE_INTERVAL must be positive")
+            raise ConfigError("A2A_KEEPALIVE_INTERVAL must be positive")
         if self.max_body_bytes <= 0:
-            raise ValueError("A2A_MAX_BODY_BYTES must be positive")
+            raise ConfigError("A2A_MAX_BODY_BYTES must be positive")
         if self.blocking_write_delay < 0:
-            raise ValueError("A2A_BLOCKING_WRITE_DELAY must be 0 (write at once) or positive")
+            raise ConfigError("A2A_BLOCKING_WRITE_DELAY must be 0 (write at once) or positive")
         if not self.jwks_path.startswith("/"):
-            raise ValueError(f"A2A_JWKS_PATH must start with '/', got {self.jwks_path!r}")
+            raise ConfigError(f"A2A_JWKS_PATH must start with '/', got {self.jwks_path!r}")
         if self.role not in (None, "", "agent"):
-            raise ValueError(f"A2A_ROLE must be unset or 'agent', got {self.role!r}")
+            raise ConfigError(f"A2A_ROLE must be unset or 'agent', got {self.role!r}")
+
+
+def warn_unknown_keys(config: t.Mapping[str, t.Any]) -> None:
+    """Log a warning for each ``A2A_*`` key that is no setting, naming the closest one."""
+    for key in sorted(k for k in config if k.startswith("A2A_") and k not in DEFAULTS):
+        # Compared without the shared "A2A_", which would make every key look close.
+        close = difflib.get_close_matches(key[4:], [known[4:] for known in DEFAULTS], n=1)
+        hint = f"; did you mean A2A_{close[0]}?" if close else ""
+        log.warning("a2a: unknown config key %s is ignored%s", key, hint)
+
+
+@functools.cache
+def _hints() -> dict[str, t.Any]:
+    return t.get_type_hints(Settings)
+
+
+def _field_of(key: str) -> tuple[t.Callable[[], fields.Field], str]:  # type: ignore[type-arg]
+    hint = _hints()[key[4:].lower()]
+    try:
+        return _FIELDS[hint]
+    except KeyError:
+        raise TypeError(f"Settings.{key[4:].lower()}: no config reader for {hint}") from None
+
+
+def _expected(key: str) -> str:
+    return _field_of(key)[1]
+
+
+def _schema() -> Schema:
+    """One field per ``DEFAULTS`` key, chosen by the type of its ``Settings`` field."""
+    schema = Schema.from_dict({key: _field_of(key)[0]() for key in DEFAULTS}, name="A2AConfig")
+    return schema()

@@ -82,7 +82,8 @@ class A2A:
     :param skills: the hand-written skills (at least one skill overall, or startup fails).
     :param principal: called inside each request after the app's own auth; returns the
         caller's :class:`Principal` (or owner id), or ``None`` to refuse with 401 / -31401.
-    :param store: where tasks live; the in-memory store when not given.
+    :param store: where tasks live; default: a SQL store on ``A2A_DATABASE_URL``, else on
+        Flask-SQLAlchemy's engine when it is registered, else the in-memory store.
     :param runner: where handlers run; a gevent pool when the process is monkey-patched,
         threads otherwise.
     :param extended_card: ``extended_card(principal) -> dict | AgentCard`` served by
