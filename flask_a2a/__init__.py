@@ -1,5 +1,6 @@
 """Serve the Agent2Agent (A2A) v1.0 protocol from an existing Flask app."""
 
+from .agent_extensions import AgentExtension as AgentExtension
 from .card import AgentCard as AgentCard
 from .client import A2AClient as A2AClient
 from .client import A2AClientError as A2AClientError

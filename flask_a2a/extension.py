@@ -13,6 +13,7 @@ import weakref
 
 from flask import Blueprint, Flask, Response, current_app, request
 
+from .agent_extensions import declared_extensions
 from .card import PROTECTED_RESOURCE_PATH, AgentCard, CardPublisher, check_card_config
 from .config import DEFAULTS, Settings
 from .entities import Entity, EntityGate, EntityRegistry
@@ -172,6 +173,7 @@ class A2A:
             runner,
             extended_card=self._extended_card,
             push=push,
+            extensions=declared_extensions(self._card.extensions),
         )
         state = A2AState(exchange, self._principal, self._card, self._signing_keys)
         if self._extended_card is not None:

@@ -13,6 +13,7 @@ import logging
 import re
 import threading
 import time
+import traceback
 import typing as t
 from datetime import UTC, datetime, timedelta
 
@@ -48,12 +49,42 @@ if t.TYPE_CHECKING:
 
 log = logging.getLogger("flask_a2a")
 
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+#: C0 controls but tab, DEL and C1 controls; the bidi embeddings, overrides and isolates
+#: (U+202A-U+202E, U+2066-U+2069) and marks; the other invisible format characters (soft
+#: hyphen, zero-width characters, word joiners, line and paragraph separators, BOM, tags).
+#: Each can rewrite a terminal, forge a line, or make text read differently from what it is.
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def scrub(text: object) -> str:
-    """Text safe for a log line or a status message: control bytes escaped, never raw."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    """Text safe for a log line or a status message: control and format characters escaped
+    (``\\x1b``, ``\\u202e``), never raw."""
+    return _UNSAFE.sub(_escaped, str(text))
+
+
+def scrub_exception(exc: BaseException) -> str:
+    """``exc`` with its traceback, for a log line (``exc_info`` would print its text raw).
+
+    The frames keep their lines (scrubbed); every other line, an exception's own text above
+    all (it may quote the caller), is scrubbed onto one line, so it cannot forge a log line.
+    """
+    lines: list[str] = []
+    for chunk in traceback.TracebackException.from_exception(exc).format():
+        if chunk.startswith('  File "'):
+            lines.extend(scrub(line) for line in chunk.rstrip("\n").split("\n"))
+        elif chunk.strip():
+            lines.append(scrub(chunk.strip("\n")))
+    return "\n".join(lines)
 
 
 #: The caller's headers a run may re-enter the app with (entity skills), and nothing else.
@@ -329,9 +360,15 @@ class TaskContext(TaskMutations):
         principal: Principal,
         skill: Skill,
         credentials: t.Mapping[str, str] | None = None,
+        *,
+        extensions: t.Iterable[str] = (),
     ) -> None:
         self._writer = writer
         self._run = run
+        #: The card's extensions the request that started (or resumed) this run activated
+        #: with its ``A2A-Extensions`` header (``message.extensions`` is what the message
+        #: itself says it uses).
+        self.extensions: frozenset[str] = frozenset(extensions)
         #: The caller's credential headers (``CREDENTIAL_HEADERS``) from the request that
         #: started or resumed this run, for re-entering the app as the caller; never stored.
         self.credentials: t.Mapping[str, str] = dict(credentials or {})
