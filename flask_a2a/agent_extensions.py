@@ -5,8 +5,9 @@ wire). A request asks for some in its ``A2A-Extensions`` header: comma-separated
 header line or several. The activated ones are those asked for that the card declares (others
 are ignored, as the spec says); they are echoed in the response's ``A2A-Extensions`` header
 and handed to the run (``TaskContext.extensions``). A declared ``required`` extension the
-request did not ask for refuses it with -32008 before its method runs, so nothing is written.
-Imports nothing of Flask.
+request did not ask for refuses it with -32008 before its method runs, so nothing is written;
+only GetExtendedAgentCard is spared, being discovery like the public card (a client learns
+there what it must activate). Imports nothing of Flask.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ if t.TYPE_CHECKING:
     from .pipeline import HeaderLookup
 
 HEADER: t.Final = "A2A-Extensions"
+#: Methods that read about the agent rather than use it: a required extension is not enforced.
+DISCOVERY_METHODS: t.Final = frozenset({"GetExtendedAgentCard"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,16 +103,17 @@ class Activation:
         self.declared = tuple(declared)
         self.required = tuple(e.uri for e in self.declared if e.required)
 
-    def activate(self, headers: HeaderLookup) -> tuple[str, ...]:
+    def activate(self, headers: HeaderLookup, method: str) -> tuple[str, ...]:
         """The declared extensions the request asks for, in the card's order.
 
-        Raises -32008 naming the required extensions the request did not ask for.
+        Raises -32008 naming the required extensions the request did not ask for (but for
+        the discovery methods).
         """
         if not self.declared:
             return ()
         asked = requested(headers)
         missing = [uri for uri in self.required if uri not in asked]
-        if missing:
+        if missing and method not in DISCOVERY_METHODS:
             raise ExtensionSupportRequiredError(
                 "Extension support is required: " + ", ".join(missing),
                 metadata={"extensions": ",".join(missing)},

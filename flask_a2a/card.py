@@ -84,8 +84,10 @@ class AgentCard:
     extensions: t.Sequence[AgentExtension | t.Mapping[str, t.Any]] = ()
 
     def __post_init__(self) -> None:
-        # Checked and normalized here, so a bad declaration fails at startup.
-        object.__setattr__(self, "extensions", declared_extensions(self.extensions))
+        # Checked here, so a bad declaration fails at startup; a mapping is served as written.
+        extensions = tuple(self.extensions)
+        declared_extensions(extensions)
+        object.__setattr__(self, "extensions", extensions)
 
 
 def skill_entry(skill: Skill) -> dict[str, t.Any]:
@@ -122,7 +124,9 @@ def build_card(
         "extendedAgentCard": extended,
     }
     if card.extensions:
-        capabilities["extensions"] = [AgentExtension.of(e).to_wire() for e in card.extensions]
+        capabilities["extensions"] = [
+            e.to_wire() if isinstance(e, AgentExtension) else dict(e) for e in card.extensions
+        ]
     out: dict[str, t.Any] = {
         "name": card.name,
         "description": card.description,

@@ -125,7 +125,7 @@ def handle(
         if method is None:
             raise MethodNotFoundError(f"Method not found: {scrub(request.method)[:100]}")
         if extensions is not None:  # -32008 here: before the method writes anything
-            activated = extensions.activate(http.headers)
+            activated = extensions.activate(http.headers, request.method)
         result = method(Call(request.id, request.params, principal, http, activated))
         reply = result if isinstance(result, Reply) else Reply(
             200, list(JSON_HEADERS), jsonrpc.success(request.id, result)

@@ -243,7 +243,6 @@ def test_required_refuses_every_method(make_app: t.Callable[..., Flask], seen: S
         ("CancelTask", {"id": task_id}),
         ("ListTaskPushNotificationConfigs", {"taskId": task_id}),
         ("DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "x"}),
-        ("GetExtendedAgentCard", {}),
     ]:
         assert_extension_required(client.rpc(method, params))
     # Before the params are read: a malformed call is refused for the extension first.
@@ -259,6 +258,16 @@ def test_required_refuses_every_method(make_app: t.Callable[..., Flask], seen: S
     assert seen.runs == [frozenset({SIGNED})]
     assert client.rpc("ListTasks", {}, headers={"A2A-Extensions": SIGNED}).result[
         "totalSize"] == 1
+
+
+def test_the_extended_card_is_discovery_and_answers_without_it(
+    make_app: t.Callable[..., Flask], seen: Seen
+) -> None:
+    _, client = required_app(make_app, seen, extended_card=lambda caller: {"name": "x"})
+    plain = client.rpc("GetExtendedAgentCard", {})
+    assert plain.result == {"name": "x"} and "A2A-Extensions" not in plain.headers
+    echoed = client.rpc("GetExtendedAgentCard", {}, headers={"A2A-Extensions": GEO})
+    assert echoed.result == {"name": "x"} and echoed.headers["A2A-Extensions"] == GEO
 
 
 def test_required_activated_runs(make_app: t.Callable[..., Flask], seen: Seen) -> None:
@@ -316,3 +325,50 @@ def test_stream_over_a_socket_merges_header_lines_and_echoes() -> None:
     events = parse_sse(text)
     assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert seen.runs == [frozenset({GEO, CITE})]
+
+
+@pytest.mark.live
+def test_over_gunicorn_gevent_streams_echo_and_failures_log_scrubbed() -> None:
+    from pathlib import Path
+
+    from tests.live_server import LiveGunicorn
+
+    server = LiveGunicorn("tests.live_app:create_extensions_app()",
+                          chdir=str(Path(__file__).resolve().parent.parent))
+    try:
+        host, port = server.url.removeprefix("http://").split(":")
+        answers = []
+        for skill in ("extensions", "boom"):
+            message = {**A2ATestClient.message("hi"), "metadata": {"skill": skill}}
+            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+                               "params": {"message": message}}).encode()
+            conn = http.client.HTTPConnection(host, int(port), timeout=30)
+            try:
+                conn.putrequest("POST", "/a2a")
+                for name, value in [("Content-Type", "application/json"),
+                                    ("Authorization", "Bearer alice-token"),
+                                    ("Content-Length", str(len(body))),
+                                    ("A2A-Extensions", CITE),
+                                    ("A2A-Extensions", f"urn:example:unknown, {GEO}")]:
+                    conn.putheader(name, value)
+                conn.endheaders(body)
+                response = conn.getresponse()
+                answers.append((response, parse_sse(response.read().decode())))
+            finally:
+                conn.close()
+    finally:
+        log = server.stop()
+    (ok, ok_events), (failed, failed_events) = answers
+    for response in (ok, failed):
+        assert response.status == 200
+        assert response.getheader("Content-Type", "").startswith("text/event-stream")
+        assert response.getheader("A2A-Extensions") == f"{GEO},{CITE}"
+    artifact = next(e["result"]["artifactUpdate"] for e in ok_events
+                    if "artifactUpdate" in e["result"])
+    assert artifact["artifact"]["parts"] == [{"text": f"{CITE},{GEO}"}]
+    status = failed_events[-1]["result"]["statusUpdate"]["status"]
+    assert status["state"] == "TASK_STATE_FAILED"
+    assert status["message"]["parts"] == [{"text": "skill handler failed"}]
+    assert "a2a: skill boom failed" in log, log
+    assert "RuntimeError: boom \\x1b[31m \\u202e pwned \\x9b" in log
+    assert not any(c in log for c in "\x1b\u202e\x9b")
