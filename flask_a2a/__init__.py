@@ -15,6 +15,7 @@ import typing as t
 __version__ = "0.1.0"
 
 if t.TYPE_CHECKING:
+    from .agent_extensions import AgentExtension as AgentExtension
     from .card import AgentCard as AgentCard
     from .client import A2AClient as A2AClient
     from .client import A2AClientError as A2AClientError
@@ -62,6 +63,7 @@ if t.TYPE_CHECKING:
 
 #: Public name -> the submodule defining it.
 _SOURCES: t.Final[dict[str, str]] = {
+    "AgentExtension": "agent_extensions",
     "AgentCard": "card",
     "A2AClient": "client",
     "A2AClientError": "client",

@@ -19,6 +19,7 @@ import typing as t
 from flask import Flask, Response, abort, has_request_context, request
 from werkzeug.http import http_date
 
+from .agent_extensions import AgentExtension, declared_extensions
 from .router import Skill
 
 if t.TYPE_CHECKING:
@@ -58,7 +59,10 @@ class AgentCard:
     :param endpoint_path: the path the card advertises as its JSON-RPC interface; ``None``
         means ``A2A_PATH``. Anything else fails at startup: the card only advertises, the
         extension is what mounts, and the two must name the same path.
-    :param extensions: AgentExtension objects in ProtoJSON for ``capabilities.extensions``.
+    :param extensions: the extensions the agent supports, for ``capabilities.extensions``:
+        :class:`AgentExtension` objects (or their ProtoJSON mappings). Those of the public card
+        are the ones a request can activate (``A2A-Extensions``); a ``required`` one refuses
+        every request that does not (-32008).
     """
 
     name: str = "Flask A2A agent"
@@ -77,7 +81,13 @@ class AgentCard:
     default_input_modes: tuple[str, ...] = ("text/plain", "application/json")
     default_output_modes: tuple[str, ...] = ("application/json", "text/plain")
     endpoint_path: str | None = None
-    extensions: t.Sequence[t.Mapping[str, t.Any]] = ()
+    extensions: t.Sequence[AgentExtension | t.Mapping[str, t.Any]] = ()
+
+    def __post_init__(self) -> None:
+        # Checked here, so a bad declaration fails at startup; a mapping is served as written.
+        extensions = tuple(self.extensions)
+        declared_extensions(extensions)
+        object.__setattr__(self, "extensions", extensions)
 
 
 def skill_entry(skill: Skill) -> dict[str, t.Any]:
@@ -114,7 +124,9 @@ def build_card(
         "extendedAgentCard": extended,
     }
     if card.extensions:
-        capabilities["extensions"] = [dict(e) for e in card.extensions]
+        capabilities["extensions"] = [
+            e.to_wire() if isinstance(e, AgentExtension) else dict(e) for e in card.extensions
+        ]
     out: dict[str, t.Any] = {
         "name": card.name,
         "description": card.description,

@@ -251,5 +251,13 @@ class TaskSettled(TaskInterrupted):
     """The task already reached a terminal or interrupted state in this run."""
 
 
+class HandlerUsageError(TypeError):
+    """A handler used the TaskContext wrongly (``artifact({...})``, an unusable return value).
+
+    The library wrote the message, naming the fix, so unlike a handler's own exception text
+    it is safe to show the caller as the task's status.
+    """
+
+
 class UnencodableDataError(ValueError):
     """Handler data that cannot be JSON-encoded (NaN, functions, cycles)."""

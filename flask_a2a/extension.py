@@ -14,6 +14,7 @@ import weakref
 
 from flask import Blueprint, Flask, Response, current_app, has_app_context, request
 
+from .agent_extensions import declared_extensions
 from .card import PROTECTED_RESOURCE_PATH, AgentCard, CardPublisher, check_card_config
 from .config import DEFAULTS, Settings
 from .entities import Entity, EntityGate, EntityRegistry
@@ -182,6 +183,7 @@ class A2A:
             runner,
             extended_card=self._extended_card,
             push=push,
+            extensions=declared_extensions(self._card.extensions),
         )
         # Handlers and job workers use the app as a view does: current_app, db.session.
         exchange.runs.run_context = app.app_context

@@ -16,6 +16,8 @@ import typing as t
 from urllib.parse import urlsplit
 
 from . import jsonrpc
+from .agent_extensions import HEADER as EXTENSIONS_HEADER
+from .agent_extensions import Activation
 from .config import Settings
 from .errors import (
     A2AError,
@@ -29,7 +31,7 @@ from .errors import (
     VersionNotSupportedError,
 )
 from .model import Principal
-from .tasks import scrub
+from .tasks import scrub, scrub_exception
 
 log = logging.getLogger("flask_a2a")
 
@@ -85,14 +87,22 @@ class Call(t.NamedTuple):
     params: dict[str, t.Any]
     principal: Principal
     http: HTTPRequest
+    #: The card's extensions this request activated (``A2A-Extensions``), in the card's order.
+    extensions: tuple[str, ...] = ()
 
 
 Method = t.Callable[[Call], t.Any]
 
 
-def handle(http: HTTPRequest, settings: Settings, methods: t.Mapping[str, Method]) -> Reply:
+def handle(
+    http: HTTPRequest,
+    settings: Settings,
+    methods: t.Mapping[str, Method],
+    extensions: Activation | None = None,
+) -> Reply:
     """Run one request through the pipeline, in the order design.md §4 gives."""
     request_id: jsonrpc.RequestId | jsonrpc._NoId = jsonrpc.NO_ID
+    activated: tuple[str, ...] = ()
     try:
         if http.method == "OPTIONS" and http.headers.get("Origin") is not None:
             return preflight(http, settings)
@@ -114,7 +124,9 @@ def handle(http: HTTPRequest, settings: Settings, methods: t.Mapping[str, Method
         method = methods.get(request.method)
         if method is None:
             raise MethodNotFoundError(f"Method not found: {scrub(request.method)[:100]}")
-        result = method(Call(request.id, request.params, principal, http))
+        if extensions is not None:  # -32008 here: before the method writes anything
+            activated = extensions.activate(http.headers, request.method)
+        result = method(Call(request.id, request.params, principal, http, activated))
         reply = result if isinstance(result, Reply) else Reply(
             200, list(JSON_HEADERS), jsonrpc.success(request.id, result)
         )
@@ -123,12 +135,16 @@ def handle(http: HTTPRequest, settings: Settings, methods: t.Mapping[str, Method
     except Exception as exc:
         if hasattr(exc, "get_response"):
             raise  # already an HTTP answer (werkzeug's abort(), a client that left)
-        log.exception("a2a: request failed")
+        log.error("a2a: request failed\n%s", scrub_exception(exc))
         reply = error_reply(request_id, InternalError())
+    if activated:
+        reply.headers.append((EXTENSIONS_HEADER, ",".join(activated)))
     origin = http.headers.get("Origin")
     if origin is not None and reply.status != 403:
         reply.headers.append(("Access-Control-Allow-Origin", origin))
         reply.headers.append(("Vary", "Origin"))
+        if activated:  # a browser client may read it
+            reply.headers.append(("Access-Control-Expose-Headers", EXTENSIONS_HEADER))
     return reply
 
 def preflight(http: HTTPRequest, settings: Settings) -> Reply:

@@ -105,7 +105,9 @@ class Dispatcher:
             if lane is None:
                 lane = self._lanes[key] = _Lane(key, owner, self._closed.pop(key, 0))
             if version <= lane.last_version:
-                log.debug("a2a: push event v%d for config %s is stale; dropped", version, key[1])
+                log.debug(
+                    "a2a: push event v%d for config %s is stale; dropped", version, scrub(key[1])
+                )
                 return
             lane.last_version = version
             lane.closing = lane.closing or terminal

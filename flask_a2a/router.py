@@ -1,9 +1,10 @@
 """Deterministic skill routing: a skill is invoked by name, never inferred from prose.
 
 The router reads ``message.metadata.skill``, then the first data part carrying a ``"skill"``
-key, then (only when exactly one skill is registered) that skill. A named skill never falls
-back to another. Anything else is rejected, naming the skill asked for and no other: the card is
-where clients find the skills they can call.
+key, then (only when exactly one skill is registered) that skill. Only a non-empty string names
+a skill: anything else there (``null``, ``""``, ``5``, ``{}``) names nothing. A named skill
+never falls back to another. Anything else is rejected, naming the skill asked for and no
+other: the card is where clients find the skills they can call.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import typing as t
 
 from .model import Message
+from .tasks import scrub
 
 if t.TYPE_CHECKING:
     from .tasks import TaskContext
@@ -61,15 +63,20 @@ class Route(t.NamedTuple):
 def named_skill(message: Message) -> str | None:
     """The skill a message names, by the router's order; None when it names none.
 
-    A JSON ``null`` names nothing (ProtoJSON's unset), so the next place is read.
+    Only a non-empty string names a skill: a JSON ``null`` (ProtoJSON's unset), an empty
+    string, a number or an object names nothing, so the next place is read.
     """
     metadata = message.metadata or {}
-    if metadata.get("skill") is not None:
-        return str(metadata["skill"])
+    if _is_name(metadata.get("skill")):
+        return t.cast(str, metadata["skill"])
     for part in message.parts:
-        if isinstance(part.data, dict) and part.data.get("skill") is not None:
-            return str(part.data["skill"])
+        if isinstance(part.data, dict) and _is_name(part.data.get("skill")):
+            return t.cast(str, part.data["skill"])
     return None
+
+
+def _is_name(value: object) -> bool:
+    return isinstance(value, str) and value != ""
 
 
 def route(message: Message, skills: t.Mapping[str, Skill]) -> Route:
@@ -80,7 +87,7 @@ def route(message: Message, skills: t.Mapping[str, Skill]) -> Route:
             # Quoted and bounded: the name is the caller's text, echoed into a stored task.
             shown = json.dumps(asked if len(asked) <= 100 else asked[:100] + "…",
                                ensure_ascii=False)
-            return Route(None, f"unknown skill {shown}")
+            return Route(None, f"unknown skill {scrub(shown)}")
         return Route(skill, "")
     if len(skills) == 1:
         return Route(next(iter(skills.values())), "")

@@ -18,6 +18,7 @@ from .bus import Bus
 from .config import Settings
 from .errors import (
     A2AError,
+    HandlerUsageError,
     TaskCanceled,
     TaskInterrupted,
     TaskNotCancelableError,
@@ -30,12 +31,15 @@ from .model import Message, Principal, TaskState
 from .router import Skill
 from .runner import Runner, RunSlots
 from .store.base import StaleTaskError, Store, TaskRecord
-from .tasks import Run, TaskContext, TaskWriter, is_final, scrub
+from .tasks import Run, TaskContext, TaskWriter, is_final, scrub, scrub_exception
 
 if t.TYPE_CHECKING:
     from .replicas import ReplicaWatch
 
 log = logging.getLogger("flask_a2a")
+
+#: The status text of a task whose handler raised (``task.fail(text)`` says more, on purpose).
+HANDLER_FAILED: t.Final = "skill handler failed"
 
 
 class Runs:
@@ -78,11 +82,15 @@ class Runs:
         principal: Principal,
         skill: Skill,
         credentials: t.Mapping[str, str] | None = None,
+        *,
+        extensions: t.Iterable[str] = (),
     ) -> Run:
         """Start the handler on ``record`` (its slots claimed). A record of version 0 is held:
         written when the run settles, or after ``A2A_BLOCKING_WRITE_DELAY``."""
         run = Run(record, self.settings.task_timeout)
-        context = TaskContext(self.writer, run, message, principal, skill, credentials)
+        context = TaskContext(
+            self.writer, run, message, principal, skill, credentials, extensions=extensions
+        )
         with self._lock:
             self._runs[run.task_id] = run
         if self.replicas is not None:
@@ -118,9 +126,13 @@ class Runs:
                 return  # canceled: whoever cut the run settled the task
             except UnencodableDataError as exc:
                 failure = f"skill produced data that cannot be sent: {exc}"
+            except HandlerUsageError as exc:  # our own text, naming the fix
+                log.error("a2a: skill %s misused its task: %s", skill.id, scrub(exc))
+                failure = str(exc)
             except Exception as exc:
-                log.warning("a2a: skill %s failed: %s", skill.id, scrub(repr(exc)))
-                failure = str(exc) or type(exc).__name__
+                # Its text can hold SQL, paths or tokens: the log gets it, the caller does not.
+                log.error("a2a: skill %s failed\n%s", skill.id, scrub_exception(exc))
+                failure = HANDLER_FAILED
             if context.settled and failure is None:
                 return
             try:

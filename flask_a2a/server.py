@@ -16,6 +16,7 @@ import typing as t
 from datetime import datetime
 
 from . import jsonrpc, pipeline, wire
+from .agent_extensions import Activation, AgentExtension
 from .bus import Bus, BusEvent, Subscription
 from .config import Settings
 from .errors import (
@@ -90,8 +91,11 @@ class Exchange:
         *,
         extended_card: t.Callable[[Principal], t.Any] | None = None,
         push: t.Any = None,
+        extensions: t.Iterable[AgentExtension] = (),
     ) -> None:
         self.settings = settings
+        #: The card's extensions: which ones a request activates, and which it must.
+        self.extensions = Activation(extensions)
         self.skills: dict[str, Skill] = {}
         for skill in skills:
             if skill.id in self.skills:
@@ -138,7 +142,7 @@ class Exchange:
 
     def handle(self, http: HTTPRequest) -> Reply:
         """Run one request through the HTTP pipeline (``pipeline.handle``) to this method table."""
-        return pipeline.handle(http, self.settings, self.methods)
+        return pipeline.handle(http, self.settings, self.methods, self.extensions)
 
     # ------------------------------------------------------------------ reading tasks
 
@@ -241,16 +245,20 @@ class Exchange:
         *,
         subscribe: bool = False,
         credentials: t.Mapping[str, str] | None = None,
+        extensions: t.Iterable[str] = (),
     ) -> Started:
         """Create (or resume) the task and start its run.
 
         Every refusal happens before anything is written. With ``subscribe`` the bus
         subscription is taken before the run starts, so a stream misses no event.
-        ``credentials`` (the caller's credential headers) go to the run, never to the store.
+        ``credentials`` (the caller's credential headers) go to the run, never to the store;
+        so do ``extensions`` (those the request activated).
         """
         self._check_push_config(config)
         if message.task_id:
-            return self._resume(message, principal, config, subscribe, credentials)
+            return self._resume(
+                message, principal, config, subscribe, credentials, extensions=extensions
+            )
         routed = route(message, self.skills)
         task_id, context_id = new_id(), message.context_id or new_id()
         message = dataclasses.replace(message, task_id=task_id, context_id=context_id)
@@ -290,7 +298,9 @@ class Exchange:
             self.runs.unclaim(principal.owner)
             self.store.delete_tasks([task_id])
             raise
-        return self._launch(record, message, principal, skill, subscribe, credentials)
+        return self._launch(
+            record, message, principal, skill, subscribe, credentials, extensions=extensions
+        )
 
     def _launch(
         self,
@@ -300,10 +310,14 @@ class Exchange:
         skill: Skill,
         subscribe: bool,
         credentials: t.Mapping[str, str] | None,
+        *,
+        extensions: t.Iterable[str] = (),
     ) -> Started:
         # Subscribed before the run starts, so a stream misses no event.
         subscription = self.bus.subscribe(record.task.id) if subscribe else None
-        run = self.runs.launch(record, message, principal, skill, credentials)
+        run = self.runs.launch(
+            record, message, principal, skill, credentials, extensions=extensions
+        )
         return Started(record, run, subscription)
 
     def live_runs(self) -> list[Run]:
@@ -327,6 +341,8 @@ class Exchange:
         config: dict[str, t.Any],
         subscribe: bool,
         credentials: t.Mapping[str, str] | None = None,
+        *,
+        extensions: t.Iterable[str] = (),
     ) -> Started:
         assert message.task_id is not None
         record = self.visible_record(message.task_id, principal)
@@ -367,12 +383,15 @@ class Exchange:
             self.runs.unclaim(principal.owner)
             raise
         self._register_inline_push(record, config)
-        return self._launch(record, message, principal, skill, subscribe, credentials)
+        return self._launch(
+            record, message, principal, skill, subscribe, credentials, extensions=extensions
+        )
 
     def send_message(self, call: Call) -> t.Any:
         message, config = self._message_params(call)
         record, run, _ = self.start(
-            message, call.principal, config, credentials=credential_headers(call.http.headers)
+            message, call.principal, config, credentials=credential_headers(call.http.headers),
+            extensions=call.extensions,
         )
         history_length = config.get("history_length")
         if run is not None and not config.get("return_immediately"):
@@ -453,7 +472,7 @@ class Exchange:
         try:
             record, _, subscription = self.start(
                 message, call.principal, config, subscribe=True,
-                credentials=credential_headers(call.http.headers),
+                credentials=credential_headers(call.http.headers), extensions=call.extensions,
             )
         except BaseException:
             seat.release()
@@ -552,8 +571,8 @@ class Exchange:
         self._push()
         params = wire.load_params(wire.schema(wire.PushConfigRefSchema), call.params)
         record = self.visible_record(params["task_id"], call.principal)
-        if not self.store.delete_push_config(record.task.id, params["id"]):
-            raise TaskNotFoundError("Push notification config not found")
+        # Idempotent (spec §3.1.10): a config already gone, or never there, answers null too.
+        self.store.delete_push_config(record.task.id, params["id"])
         self._push().forget(record.task.id)
         return None
 

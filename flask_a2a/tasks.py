@@ -14,11 +14,13 @@ import logging
 import re
 import threading
 import time
+import traceback
 import typing as t
 from datetime import UTC, datetime, timedelta
 
 from .bus import Bus, BusEvent
 from .errors import (
+    HandlerUsageError,
     TaskCanceled,
     TaskSettled,
     TaskTimedOut,
@@ -49,12 +51,42 @@ if t.TYPE_CHECKING:
 
 log = logging.getLogger("flask_a2a")
 
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+#: C0 controls but tab, DEL and C1 controls; the bidi embeddings, overrides and isolates
+#: (U+202A-U+202E, U+2066-U+2069) and marks; the other invisible format characters (soft
+#: hyphen, zero-width characters, word joiners, line and paragraph separators, BOM, tags).
+#: Each can rewrite a terminal, forge a line, or make text read differently from what it is.
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def scrub(text: object) -> str:
-    """Text safe for a log line or a status message: control bytes escaped, never raw."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    """Text safe for a log line or a status message: control and format characters escaped
+    (``\\x1b``, ``\\u202e``), never raw."""
+    return _UNSAFE.sub(_escaped, str(text))
+
+
+def scrub_exception(exc: BaseException) -> str:
+    """``exc`` with its traceback, for a log line (``exc_info`` would print its text raw).
+
+    The frames keep their lines (scrubbed); every other line, an exception's own text above
+    all (it may quote the caller), is scrubbed onto one line, so it cannot forge a log line.
+    """
+    lines: list[str] = []
+    for chunk in traceback.TracebackException.from_exception(exc).format():
+        if chunk.startswith('  File "'):
+            lines.extend(scrub(line) for line in chunk.rstrip("\n").split("\n"))
+        elif chunk.strip():
+            lines.append(scrub(chunk.strip("\n")))
+    return "\n".join(lines)
 
 
 #: The caller's headers a run may re-enter the app with (entity skills), and nothing else.
@@ -84,14 +116,14 @@ def artifact_parts(parts: Part | t.Iterable[Part] | None) -> tuple[Part, ...]:
     if isinstance(parts, Part):
         return (parts,)
     if isinstance(parts, str | bytes | dict) or not isinstance(parts, t.Iterable):
-        raise TypeError(
+        raise HandlerUsageError(
             f"artifact() takes a list of flask_a2a.Part, got {type(parts).__name__}: "
             f"use task.artifact([{_part_for(parts)}])"
         )
     chunk = tuple(parts)
     for i, part in enumerate(chunk):
         if not isinstance(part, Part):
-            raise TypeError(
+            raise HandlerUsageError(
                 f"artifact() takes a list of flask_a2a.Part, item {i} is a "
                 f"{type(part).__name__}: wrap it as {_part_for(part)}"
             )
@@ -119,7 +151,7 @@ def returned_parts(value: object) -> tuple[Part, ...]:
     kind = type(value).__name__
     if isinstance(value, list | tuple) and any(isinstance(item, Part) for item in value):
         kind = f"a {kind} mixing Part and other values"
-    raise TypeError(
+    raise HandlerUsageError(
         f"the handler returned {kind}: return None, a str, bytes, a dict, a list of JSON "
         "values, a flask_a2a.Part or a list of Parts (or call task.artifact())"
     )
@@ -385,9 +417,15 @@ class TaskContext(TaskMutations):
         principal: Principal,
         skill: Skill,
         credentials: t.Mapping[str, str] | None = None,
+        *,
+        extensions: t.Iterable[str] = (),
     ) -> None:
         self._writer = writer
         self._run = run
+        #: The card's extensions the request that started (or resumed) this run activated
+        #: with its ``A2A-Extensions`` header (``message.extensions`` is what the message
+        #: itself says it uses).
+        self.extensions: frozenset[str] = frozenset(extensions)
         #: The caller's credential headers (``CREDENTIAL_HEADERS``) from the request that
         #: started or resumed this run, for re-entering the app as the caller; never stored.
         self.credentials: t.Mapping[str, str] = dict(credentials or {})

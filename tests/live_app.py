@@ -50,3 +50,29 @@ def create_app() -> Flask:
         return {"pid": os.getpid()}
 
     return app
+
+
+def extensions(task: TaskContext) -> None:
+    task.artifact([Part(text=",".join(sorted(task.extensions)))], name="extensions")
+
+
+def boom(task: TaskContext) -> None:
+    raise RuntimeError("boom \x1b[31m \u202e pwned \x9b")
+
+
+def create_extensions_app() -> Flask:
+    """Two declared extensions, a skill reporting the activated ones, and a raising skill."""
+    from flask_a2a import AgentCard, AgentExtension
+
+    app = Flask(__name__)
+    A2A(
+        app,
+        skills=[
+            Skill(id="extensions", name="Extensions", description="Reports.", handler=extensions),
+            Skill(id="boom", name="Boom", description="Raises.", handler=boom),
+        ],
+        principal=principal,
+        card=AgentCard(extensions=[AgentExtension("https://example.com/ext/geo/v1"),
+                                   AgentExtension("https://example.com/ext/citations/v1")]),
+    )
+    return app

@@ -86,15 +86,17 @@ def test_create_get_list_delete(client: A2ATestClient, webhook: Webhook) -> None
     deleted = client.rpc("DeleteTaskPushNotificationConfig", ref)
     assert deleted.json["result"] is None and "result" in deleted.json
     assert client.rpc("GetTaskPushNotificationConfig", ref).code == -32001
-    assert client.rpc("DeleteTaskPushNotificationConfig", ref).code == -32001
+    again = client.rpc("DeleteTaskPushNotificationConfig", ref)  # idempotent (spec §3.1.10)
+    assert "result" in again.json and again.json["result"] is None
     assert config_ids(client, task_id) == []
 
 
-def test_unknown_config_id_is_task_not_found(client: A2ATestClient) -> None:
+def test_unknown_config_id_is_not_found_to_get_and_null_to_delete(client: A2ATestClient) -> None:
     task_id = client.send("hi")["task"]["id"]
     ref = {"taskId": task_id, "id": "nope"}
     assert client.rpc("GetTaskPushNotificationConfig", ref).code == -32001
-    assert client.rpc("DeleteTaskPushNotificationConfig", ref).code == -32001
+    deleted = client.rpc("DeleteTaskPushNotificationConfig", ref)
+    assert "result" in deleted.json and deleted.json["result"] is None
 
 
 def test_given_id_is_kept_and_replaced(client: A2ATestClient, webhook: Webhook) -> None:
@@ -337,3 +339,34 @@ def test_allow_private_push_permits_loopback(client: A2ATestClient, webhook: Web
     assert create(client, task_id, webhook.url()).result["url"] == webhook.url()
     assert create(client, task_id, "ftp://127.0.0.1/").code == -32602  # the scheme still counts
     assert len(config_ids(client, task_id)) == 1
+
+
+# ------------------------------------------------- DeleteTaskPushNotificationConfig is idempotent
+
+
+def test_delete_is_idempotent_for_the_owner_and_not_found_for_others(
+    client: A2ATestClient, webhook: Webhook
+) -> None:
+    task_id = client.send("hi")["task"]["id"]
+    assert create(client, task_id, webhook.url(), id="mine").result["id"] == "mine"
+    assert create(client, task_id, webhook.url("/2"), id="other").result["id"] == "other"
+    ref = {"taskId": task_id, "id": "mine"}
+
+    # The wrong caller cannot delete, and cannot tell the config from a missing one.
+    for intruder in ("bob", "alice-t2"):
+        refused = client.rpc("DeleteTaskPushNotificationConfig", ref, token=intruder)
+        assert refused.code == -32001 and refused.error["message"] == "Task not found"
+    assert config_ids(client, task_id) == ["mine", "other"]
+
+    for _ in range(3):  # the first deletes, the next ones answer the same
+        deleted = client.rpc("DeleteTaskPushNotificationConfig", ref)
+        assert deleted.json == {"jsonrpc": "2.0", "id": deleted.json["id"], "result": None}
+    never = client.rpc("DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "never"})
+    assert "result" in never.json and never.json["result"] is None
+    assert config_ids(client, task_id) == ["other"]
+
+    # Once gone, it is still the task that decides what others hear: -32001, not null.
+    refused = client.rpc("DeleteTaskPushNotificationConfig", ref, token="bob")
+    assert refused.code == -32001
+    unknown_task = client.rpc("DeleteTaskPushNotificationConfig", {"taskId": "nope", "id": "x"})
+    assert unknown_task.code == -32001 and unknown_task.error["message"] == "Task not found"

@@ -201,3 +201,66 @@ def test_a_rejection_takes_no_run_slot(make_app: t.Callable[..., Flask]) -> None
     assert exchange.slots.held("alice") == 0
     ids = {t["id"] for t in client.rpc("ListTasks", {}).result["tasks"]}
     assert ids == {held["id"]} | {t["id"] for t in rejected}
+
+
+# ------------------------------------------------- a metadata.skill that is not a name (issue 14)
+
+NOT_NAMES = pytest.mark.parametrize("value", ["", None, 5, {}, [], True],
+                                    ids=["empty", "null", "number", "object", "list", "bool"])
+
+
+def send_with_metadata_skill(
+    client: A2ATestClient, value: t.Any, data: t.Any = None
+) -> dict[str, t.Any]:
+    message = client.message("hi", data=data)
+    message["metadata"] = {"skill": value}
+    return t.cast(dict[str, t.Any], client.rpc("SendMessage", {"message": message}).result["task"])
+
+
+@NOT_NAMES
+def test_a_non_name_in_metadata_falls_to_the_only_skill(
+    make_app: t.Callable[..., Flask], value: t.Any
+) -> None:
+    calls = Calls(["solo"])
+    task = send_with_metadata_skill(client_for(make_app, calls), value)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert calls.ran == ["solo"]
+
+
+@NOT_NAMES
+def test_a_non_name_in_metadata_falls_to_the_data_part(
+    make_app: t.Callable[..., Flask], value: t.Any
+) -> None:
+    calls = Calls()
+    task = send_with_metadata_skill(client_for(make_app, calls), value, {"skill": "weather.now"})
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert calls.ran == ["weather.now"]
+
+
+@NOT_NAMES
+def test_a_non_name_with_several_skills_is_unnamed(
+    make_app: t.Callable[..., Flask], value: t.Any
+) -> None:
+    calls = Calls()
+    task = send_with_metadata_skill(client_for(make_app, calls), value)
+    assert refusal_text(task).startswith("no skill named: send the skill id")
+    assert calls.ran == []
+
+
+def test_a_non_name_in_a_data_part_is_skipped(make_app: t.Callable[..., Flask]) -> None:
+    calls = Calls()
+    client = client_for(make_app, calls)
+    message = client.message("hi")
+    message["parts"] = [{"data": {"skill": ""}}, {"data": {"skill": 7}},
+                        {"data": {"skill": "invoices.list"}}]
+    task = client.rpc("SendMessage", {"message": message}).result["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert calls.ran == ["invoices.list"]
+
+
+def test_an_unknown_name_has_its_format_characters_escaped(
+    make_app: t.Callable[..., Flask]
+) -> None:
+    client = client_for(make_app, Calls())
+    task = client.send("hi", skill="x\u202egpj.exe\x9b\u2066")["task"]
+    assert refusal_text(task) == 'unknown skill "x\\u202egpj.exe\\x9b\\u2066"'
