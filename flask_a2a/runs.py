@@ -278,5 +278,6 @@ class Runs:
                 log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
         if runs:
             log.warning("a2a: shutdown canceled %d live run(s)", len(runs))
+        finished = all(run.done.wait(max(0.0, deadline - time.monotonic())) for run in runs)
         self.owed.close()  # a last try: what the store still refuses stays as stored
-        return all(run.done.wait(max(0.0, deadline - time.monotonic())) for run in runs)
+        return finished

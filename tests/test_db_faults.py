@@ -425,3 +425,26 @@ def test_an_owed_settle_lands_with_the_next_successful_write(
     assert wait_for(lambda: settled_state(client, task["id"])["state"] == "TASK_STATE_FAILED")
     assert settled_state(client, task["id"])["message"]["parts"][0]["text"] == "internal error"
     assert exchange.runs.owed.owed() == []
+
+
+def test_a_cancel_whose_write_fails_is_owed_not_lost(
+    make_app: t.Callable[..., Flask], new_store: t.Callable[..., t.Any], gate: Gate
+) -> None:
+    """The cancel's write fails (-32603, no driver text); the run stops all the same, and the
+    task is settled CANCELED once the store answers, not left WORKING with no run."""
+    inner = new_store()
+    skills = [Skill(id="gate", name="Gate", description="Gate.", handler=gate.handler)]
+    app = make_app(skills=skills, store=inner, config={"A2A_REPLICA_POLL_INTERVAL": 0.05})
+    exchange = app.extensions["a2a"].exchange
+    client = A2ATestClient(app, token="alice")
+    task = client.send("hi", configuration={"returnImmediately": True})["task"]
+    assert gate.entered.wait(10)
+    assert wait_for(lambda: settled_state(client, task["id"])["state"] == "TASK_STATE_WORKING")
+    failing = FailingSettles(inner, 1)
+    for holder in (exchange, exchange.writer, exchange.runs):
+        holder.store = failing
+    answer = client.rpc("CancelTask", {"id": task["id"]})
+    assert answer.code == -32603 and answer.error["message"] == "Internal error"
+    assert_no_driver_text(answer.text)
+    assert wait_for(lambda: not exchange.live_runs())
+    assert wait_for(lambda: settled_state(client, task["id"])["state"] == "TASK_STATE_CANCELED")
