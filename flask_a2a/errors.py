@@ -261,3 +261,8 @@ class HandlerUsageError(TypeError):
 
 class UnencodableDataError(ValueError):
     """Handler data that cannot be JSON-encoded (NaN, functions, cycles)."""
+
+
+class TaskNotStored(Exception):
+    """A run's change of its task could not be written (the store failed; the details are
+    in the log, never in the task): a run that meets it settles FAILED "internal error"."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import typing as t
 
 from . import wire
+from .limits import MAX_KEY, MAX_TASK_ID
 from .model import UNSET, Message, Part, Role
 
 _ROLES: t.Final = {"ROLE_USER": Role.USER, "ROLE_AGENT": Role.AGENT}
@@ -30,6 +31,13 @@ class _Slow(Exception):
 
 def _str(value: t.Any) -> str:
     if type(value) is not str:
+        raise _Slow
+    return value
+
+
+def _key(value: t.Any, limit: int) -> str:
+    """An id bound for a store column: over its length or holding a NUL, the schema says why."""
+    if type(value) is not str or len(value) > limit or "\x00" in value:
         raise _Slow
     return value
 
@@ -80,8 +88,8 @@ def _message(raw: t.Any) -> Message:
         message_id=message_id,
         role=role,
         parts=tuple(_part(p) for p in parts),
-        context_id=_str(raw["contextId"]) or None if "contextId" in raw else None,
-        task_id=_str(raw["taskId"]) or None if "taskId" in raw else None,
+        context_id=_key(raw["contextId"], MAX_KEY) or None if "contextId" in raw else None,
+        task_id=_key(raw["taskId"], MAX_TASK_ID) or None if "taskId" in raw else None,
         metadata=_struct(metadata) if metadata is not None else None,
         extensions=tuple(_strings(raw["extensions"])) if "extensions" in raw else (),
         reference_task_ids=(

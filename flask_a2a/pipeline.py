@@ -30,6 +30,7 @@ from .errors import (
     UnauthenticatedError,
     VersionNotSupportedError,
 )
+from .limits import check_principal
 from .model import Principal
 from .tasks import scrub, scrub_exception
 
@@ -120,6 +121,7 @@ def handle(
         principal = http.resolve_principal()
         if principal is None:
             raise UnauthenticatedError()
+        check_principal(principal)  # an owner or tenant no store can hold: -32602
         check_version(http)
         method = methods.get(request.method)
         if method is None:

@@ -23,11 +23,13 @@ from .errors import (
     TaskInterrupted,
     TaskNotCancelableError,
     TaskNotFoundError,
+    TaskNotStored,
     TaskTimedOut,
     UnencodableDataError,
     UnsupportedOperationError,
 )
 from .model import Message, Principal, TaskState
+from .owed import INTERNAL_ERROR, OwedSettles
 from .router import Skill
 from .runner import Runner, RunSlots
 from .store.base import StaleTaskError, Store, TaskRecord
@@ -40,6 +42,11 @@ log = logging.getLogger("flask_a2a")
 
 #: The status text of a task whose handler raised (``task.fail(text)`` says more, on purpose).
 HANDLER_FAILED: t.Final = "skill handler failed"
+
+#: Tries of a run's settle, and the waits between them: a write that met a dropped connection
+#: gets a fresh one (SQLAlchemy discards the pool's connections on a disconnect).
+SETTLE_TRIES: t.Final = 3
+SETTLE_BACKOFF: t.Final = (0.05, 0.25)
 
 
 class Runs:
@@ -62,6 +69,11 @@ class Runs:
         #: wiring sets it to the serving app's ``app_context``, whose teardown ends the run's
         #: database session. The core knows no Flask.
         self.run_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext
+        #: Tasks whose run could not store its settle: settled once the store answers again.
+        self.owed = OwedSettles(
+            writer, runner, settings.replica_poll_interval, lambda task_id: task_id in self._runs
+        )
+        writer.after_store = self.owed.kick
 
     def claim(self, owner: str) -> None:
         """Take an owner slot and a pool slot, or refuse with -32004 (nothing written)."""
@@ -129,25 +141,41 @@ class Runs:
             except HandlerUsageError as exc:  # our own text, naming the fix
                 log.error("a2a: skill %s misused its task: %s", skill.id, scrub(exc))
                 failure = str(exc)
+            except TaskNotStored:  # the store's own words are in the log, never in the task
+                failure = INTERNAL_ERROR
             except Exception as exc:
                 # Its text can hold SQL, paths or tokens: the log gets it, the caller does not.
                 log.error("a2a: skill %s failed\n%s", skill.id, scrub_exception(exc))
                 failure = HANDLER_FAILED
             if context.settled and failure is None:
                 return
+            self._settle(run, context, failure)
+        finally:
+            self._finish(run)
+
+    def _settle(self, run: Run, context: TaskContext, failure: str | None) -> None:
+        """Settle what the handler left open: COMPLETED, or FAILED with ``failure``. A write
+        the store refused is tried again (a fresh connection); past ``SETTLE_TRIES`` the task
+        is owed FAILED "internal error" (``owed.py``), never left WORKING with no run."""
+        for attempt in range(SETTLE_TRIES):
+            if attempt:
+                time.sleep(SETTLE_BACKOFF[min(attempt, len(SETTLE_BACKOFF)) - 1])
             try:
                 if failure is None:
                     context.complete()
                 else:
                     context.fail(scrub(failure))
+                return
             except TaskTimedOut:
                 self._expire(run)  # a late finish must not leave the task open
+                return
             except TaskInterrupted:
-                pass
-            except Exception as exc:
-                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
-        finally:
-            self._finish(run)
+                return
+            except Exception as exc:  # TaskNotStored (logged), or a bug
+                if not isinstance(exc, TaskNotStored):
+                    log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+        if run.record.version > 0:  # a held task never written does not exist to settle
+            self.owed.owe(run.task_id)
 
     def _write_held(self, run: Run) -> None:
         """The run outlived ``A2A_BLOCKING_WRITE_DELAY`` with its task held: write it now, so
@@ -203,6 +231,8 @@ class Runs:
                 pass  # the task is gone (retention, erasure): nothing left to settle
             except Exception as exc:
                 log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+                if run.record.version > 0:
+                    self.owed.owe(run.task_id, TaskState.FAILED, "task timed out")
         return True
 
     def cancel(self, record: TaskRecord, *, text: str | None = None) -> TaskRecord:
@@ -218,10 +248,17 @@ class Runs:
         with run.lock:
             run.cancelled = True
             held = run.record.version == 0  # not written yet: the run holds the task
-            current = run.record if held else self.store.get_task(record.task.id)
-            if current is None:
-                raise TaskNotFoundError(metadata={"taskId": record.task.id})
-            run.record = self._settle_canceled(current, text)
+            try:
+                current = run.record if held else self.store.get_task(record.task.id)
+                if current is None:
+                    raise TaskNotFoundError(metadata={"taskId": record.task.id})
+                run.record = self._settle_canceled(current, text)
+            except A2AError:
+                raise
+            except Exception:  # the run stops all the same: the cancel is owed
+                if not held:
+                    self.owed.owe(run.task_id, TaskState.CANCELED, text or "")
+                raise
         if run.handle is not None and run.started:
             run.handle.kill(TaskCanceled)
         run.done.set()
@@ -261,4 +298,6 @@ class Runs:
                 log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
         if runs:
             log.warning("a2a: shutdown canceled %d live run(s)", len(runs))
-        return all(run.done.wait(max(0.0, deadline - time.monotonic())) for run in runs)
+        finished = all(run.done.wait(max(0.0, deadline - time.monotonic())) for run in runs)
+        self.owed.close()  # a last try: what the store still refuses stays as stored
+        return finished

@@ -27,6 +27,7 @@ from .errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from .limits import MAX_TASK_ID, unstorable
 from .message_params import read_send_params
 from .model import (
     Message,
@@ -71,7 +72,9 @@ def _untoken(token: str) -> tuple[datetime, str]:
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         stamp, task_id = json.loads(raw)
-        return wire.parse_timestamp(stamp), str(task_id)
+        if not isinstance(task_id, str) or unstorable(task_id, MAX_TASK_ID) is not None:
+            raise ValueError("not a task id")
+        return wire.parse_timestamp(stamp), task_id
     except (ValueError, TypeError, RecursionError) as exc:
         raise InvalidParamsError(
             "Invalid parameters: pageToken: not a token this server issued",

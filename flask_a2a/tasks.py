@@ -22,6 +22,7 @@ from .bus import Bus, BusEvent
 from .errors import (
     HandlerUsageError,
     TaskCanceled,
+    TaskNotStored,
     TaskSettled,
     TaskTimedOut,
     UnencodableDataError,
@@ -157,6 +158,19 @@ def returned_parts(value: object) -> tuple[Part, ...]:
     )
 
 
+@contextlib.contextmanager
+def storing() -> t.Iterator[None]:
+    """A run's write: a store failure reaches the handler as :class:`TaskNotStored`, so the
+    driver's text (SQL, hosts) goes to the log only, never into a status message."""
+    try:
+        yield
+    except (StaleTaskError, UnencodableDataError):
+        raise
+    except Exception as exc:
+        log.error("a2a: writing a task failed: %s", scrub(repr(exc)))
+        raise TaskNotStored("the task could not be stored") from None
+
+
 def is_final(state: TaskState) -> bool:
     """Terminal or interrupted: a run ends there, and so does a stream."""
     return state.terminal or state.interrupted
@@ -179,6 +193,8 @@ class TaskWriter:
         self.max_history = max_history
         self.on_final = on_final
         self.on_event = on_event
+        #: Called after every stored write: the store answers again (``owed.py`` retries).
+        self.after_store: t.Callable[[], None] | None = None
 
     def _prepare(self, task: Task, event: StreamEvent) -> tuple[Task, str]:
         """The event's JSON and the task with its history bounded; refuses unencodable data."""
@@ -209,6 +225,8 @@ class TaskWriter:
             new = self.store.create_task(record.evolve(task, 0))
         else:
             new = self.store.update_task(record.evolve(task, record.version), record.version)
+        if self.after_store is not None:
+            self.after_store()
         final = is_final(task.status.state) and task.status.state is not record.state
         bus_event = BusEvent(task.id, new.version, event, result_json, final)
         self.bus.publish(bus_event)
@@ -473,13 +491,15 @@ class TaskContext(TaskMutations):
             task, event = build(run.record.task)
             if event is None:
                 if run.record.version == 0 and run.write_due:  # e.g. hand_off() once WORKING
-                    run.record = self._writer.store.create_task(run.record)
+                    with storing():
+                        run.record = self._writer.store.create_task(run.record)
                 return
             if run.record.version == 0 and not run.write_due and not is_final(task.status.state):
                 run.record = self._writer.hold(run.record, task, event)
                 return
             try:
-                run.record = self._writer.commit(run.record, task, event)
+                with storing():
+                    run.record = self._writer.commit(run.record, task, event)
             except StaleTaskError as exc:
                 # Someone else wrote the row: a cancel here or on another replica.
                 if exc.current is not None:

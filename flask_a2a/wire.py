@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validate
 
 from .errors import InvalidParamsError
+from .limits import MAX_KEY, MAX_TASK_ID, unstorable
 from .model import (
     ROLE_NUMBERS,
     TASK_STATE_NUMBERS,
@@ -269,6 +270,25 @@ class Base64Bytes(fields.Field):  # type: ignore[type-arg]
             raise ValidationError("is not valid base64") from exc
 
 
+class Storable(validate.Validator):
+    """A string every store can hold in a field of ``limit`` characters (``limits.py``)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __call__(self, value: str) -> str:
+        reason = unstorable(value, self.limit)
+        if reason is not None:
+            raise ValidationError(reason)
+        return value
+
+
+#: A task id a caller names; a context id or push-config id.
+_TASK_ID: t.Final = Storable(MAX_TASK_ID)
+_KEY: t.Final = Storable(MAX_KEY)
+_REQUIRED_TASK_ID: t.Final = [validate.Length(min=1), _TASK_ID]
+
+
 class Struct(fields.Dict):
     """A ``google.protobuf.Struct``: any JSON object."""
 
@@ -328,8 +348,8 @@ class PartSchema(ProtoSchema):
 
 class MessageSchema(ProtoSchema):
     message_id = fields.String(data_key="messageId", required=True, validate=validate.Length(min=1))
-    context_id = fields.String(data_key="contextId")
-    task_id = fields.String(data_key="taskId")
+    context_id = fields.String(data_key="contextId", validate=_KEY)
+    task_id = fields.String(data_key="taskId", validate=_TASK_ID)
     role = ProtoEnum(Role, ROLE_NUMBERS, required=True)
     parts = fields.List(
         fields.Nested(PartSchema), required=True, validate=validate.Length(min=1)
@@ -367,8 +387,8 @@ class PushConfigSchema(ProtoSchema):
     """A flat TaskPushNotificationConfig; loads to a dict (the task id may still be unknown)."""
 
     tenant = fields.String()
-    id = fields.String()
-    task_id = fields.String(data_key="taskId")
+    id = fields.String(validate=_KEY)
+    task_id = fields.String(data_key="taskId", validate=_TASK_ID)
     url = fields.String(required=True, validate=validate.Length(min=1))
     token = fields.String()
     authentication = fields.Nested(AuthenticationInfoSchema)
@@ -392,13 +412,13 @@ class SendMessageRequestSchema(ProtoSchema):
 
 class GetTaskRequestSchema(ProtoSchema):
     tenant = fields.String()
-    id = fields.String(required=True, validate=validate.Length(min=1))
+    id = fields.String(required=True, validate=_REQUIRED_TASK_ID)
     history_length = ProtoInt(data_key="historyLength", validate=validate.Range(min=0))
 
 
 class ListTasksRequestSchema(ProtoSchema):
     tenant = fields.String()
-    context_id = fields.String(data_key="contextId")
+    context_id = fields.String(data_key="contextId", validate=_KEY)
     status = ProtoEnum(TaskState, TASK_STATE_NUMBERS)
     page_size = ProtoInt(data_key="pageSize", validate=validate.Range(min=1, max=100))
     page_token = fields.String(data_key="pageToken")
@@ -409,26 +429,26 @@ class ListTasksRequestSchema(ProtoSchema):
 
 class CancelTaskRequestSchema(ProtoSchema):
     tenant = fields.String()
-    id = fields.String(required=True, validate=validate.Length(min=1))
+    id = fields.String(required=True, validate=_REQUIRED_TASK_ID)
     metadata = Struct()
 
 
 class SubscribeToTaskRequestSchema(ProtoSchema):
     tenant = fields.String()
-    id = fields.String(required=True, validate=validate.Length(min=1))
+    id = fields.String(required=True, validate=_REQUIRED_TASK_ID)
 
 
 class PushConfigRefSchema(ProtoSchema):
     """Get/DeleteTaskPushNotificationConfigRequest."""
 
     tenant = fields.String()
-    task_id = fields.String(data_key="taskId", required=True, validate=validate.Length(min=1))
-    id = fields.String(required=True, validate=validate.Length(min=1))
+    task_id = fields.String(data_key="taskId", required=True, validate=_REQUIRED_TASK_ID)
+    id = fields.String(required=True, validate=[validate.Length(min=1), _KEY])
 
 
 class ListPushConfigsRequestSchema(ProtoSchema):
     tenant = fields.String()
-    task_id = fields.String(data_key="taskId", required=True, validate=validate.Length(min=1))
+    task_id = fields.String(data_key="taskId", required=True, validate=_REQUIRED_TASK_ID)
     page_size = ProtoInt(data_key="pageSize", validate=validate.Range(min=0, max=100))
     page_token = fields.String(data_key="pageToken")
 

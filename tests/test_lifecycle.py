@@ -141,12 +141,14 @@ def test_store_failure_while_settling_is_contained(
     with caplog.at_level(logging.ERROR, logger="flask_a2a"):
         task = client.send(skill="w")["task"]
     assert task["status"]["state"] == "TASK_STATE_WORKING"  # its last stored state
-    panics = [r.getMessage() for r in caplog.records if "run finalize panicked" in r.getMessage()]
+    panics = [r.getMessage() for r in caplog.records if "writing a task failed" in r.getMessage()]
     assert panics, caplog.text
     assert "\x1b" not in panics[0] and "\\x1b" in panics[0]  # scrubbed of control bytes
     assert client.rpc("GetTask", {"id": task["id"]}).result["status"]["state"] == (
         "TASK_STATE_WORKING"
     )
+    # ... and it is owed FAILED "internal error" until the store takes it (test_db_faults.py)
+    assert app.extensions["a2a"].exchange.runs.owed.owed() == [task["id"]]
 
 
 class CreateFails(MemoryStore):

@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..limits import MAX_KEY, MAX_TASK_ID, refusal, unstorable
 from ..model import TERMINAL_STATES, PushConfig, TaskState, Tier
 from ..rounds import RoundFailed, Rounds
 from ..wire import dump_push_config, push_config_from_wire, task_from_wire
@@ -39,7 +40,7 @@ from .sql_engine import session_settings, to_millis
 _EPOCH: t.Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO: t.Final = timedelta(microseconds=1)
 #: Ids are compared byte-wise in SQL, as Python compares them (keyset paging needs one order).
-_ID = sa.String(128).with_variant(sa.String(128, collation="C"), "postgresql")
+_ID = sa.String(MAX_TASK_ID).with_variant(sa.String(MAX_TASK_ID, collation="C"), "postgresql")
 _CHUNK: t.Final = 500
 _TERMINAL_STATES: t.Final = sorted(s.value for s in TERMINAL_STATES)
 
@@ -76,6 +77,27 @@ def _scope_text(scopes: tuple[str, ...] | None) -> str | None:
 
 def _scope_key(text: str | None) -> tuple[str, ...] | None:
     return None if text is None else tuple(json.loads(text))
+
+
+class _RoundRefused(Exception):
+    """A multi-row INSERT failed: which row (if any) was at fault is not known."""
+
+
+#: Task columns holding a caller's string, the field that names it, and its length.
+_ROW_FIELDS: t.Final = (
+    ("id", "id", MAX_TASK_ID), ("context_id", "contextId", MAX_KEY),
+    ("owner", "owner", MAX_KEY), ("tenant", "tenant", MAX_KEY), ("skill", "skill", MAX_KEY),
+)
+
+
+def _unstorable_field(row: dict[str, t.Any]) -> tuple[str, str] | None:
+    """The field (and why) of a row PostgreSQL refused, when the row says which."""
+    for column, field, limit in _ROW_FIELDS:
+        value = row.get(column)
+        reason = None if value is None else unstorable(value, limit)
+        if reason is not None:
+            return field, reason
+    return None
 
 
 class SQLStore:
@@ -127,14 +149,14 @@ class SQLStore:
             f"{table_prefix}tasks",
             self.metadata,
             sa.Column("id", _ID, primary_key=True),
-            sa.Column("owner", sa.String(255), nullable=False),
-            sa.Column("tenant", sa.String(255), nullable=True),
+            sa.Column("owner", sa.String(MAX_KEY), nullable=False),
+            sa.Column("tenant", sa.String(MAX_KEY), nullable=True),
             sa.Column("scopes", sa.Text, nullable=True),
-            sa.Column("skill", sa.String(255), nullable=True),
+            sa.Column("skill", sa.String(MAX_KEY), nullable=True),
             sa.Column("version", sa.Integer, nullable=False),
             sa.Column("state", sa.String(32), nullable=False),
             sa.Column("status_ts", sa.BigInteger, nullable=False),
-            sa.Column("context_id", sa.String(255), nullable=True),
+            sa.Column("context_id", sa.String(MAX_KEY), nullable=True),
             sa.Column("created_at", sa.BigInteger, nullable=False),
             sa.Column("body", sa.Text, nullable=False),
         )
@@ -156,8 +178,8 @@ class SQLStore:
             f"{table_prefix}push_configs",
             self.metadata,
             sa.Column("task_id", _ID, primary_key=True),
-            sa.Column("id", sa.String(255), primary_key=True),
-            sa.Column("owner", sa.String(255), nullable=False, index=True),
+            sa.Column("id", sa.String(MAX_KEY), primary_key=True),
+            sa.Column("owner", sa.String(MAX_KEY), nullable=False, index=True),
             sa.Column("seq", sa.BigInteger, nullable=False),
             sa.Column("body", sa.Text, nullable=False),
         )
@@ -364,15 +386,31 @@ class SQLStore:
         try:
             try:  # concurrent creates share one INSERT (group commit)
                 self._creates.run(None, row, self._insert_rows)
-            except (RoundFailed, sa.exc.IntegrityError):  # one row was refused: each alone
+            except (RoundFailed, _RoundRefused):  # maybe another caller's row: ours alone
                 self._insert_rows([row])
         except sa.exc.IntegrityError:
             raise ValueError(f"task {task.id!r} exists") from None
+        except sa.exc.DataError:
+            unfit = _unstorable_field(row)
+            if unfit is None:
+                raise
+            raise refusal(*unfit) from None
         return record
 
     def _insert_rows(self, rows: list[dict[str, t.Any]]) -> None:
-        with self._one() as conn:
-            conn.execute(self._insert, rows if len(rows) > 1 else rows[0])
+        """One INSERT for a round's rows, in one transaction (psycopg pipelines the rows, and
+        on an autocommitting connection each would commit alone). Any failure of several rows
+        is retried row by row, so one caller's bad row (or a dropped connection) fails only
+        that caller."""
+        if len(rows) == 1:
+            with self._one() as conn:
+                conn.execute(self._insert, rows[0])
+            return
+        try:
+            with self._tx() as conn:
+                conn.execute(self._insert, rows)
+        except sa.exc.SQLAlchemyError as exc:
+            raise _RoundRefused() from exc
 
     def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
         with self._one() as conn:

@@ -17,6 +17,8 @@ import typing as t
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..limits import MAX_KEY
+
 
 def tenant_key(tenant: str | None) -> str:
     return "" if tenant is None else "+" + tenant
@@ -30,8 +32,8 @@ def counts_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
     return sa.Table(
         f"{prefix}task_counts",
         metadata,
-        sa.Column("owner", sa.String(255), primary_key=True),
-        sa.Column("tenant_key", sa.String(256), primary_key=True),
+        sa.Column("owner", sa.String(MAX_KEY), primary_key=True),
+        sa.Column("tenant_key", sa.String(MAX_KEY + 1), primary_key=True),
         sa.Column("scopes_key", sa.Text, primary_key=True),
         sa.Column("tasks", sa.BigInteger, nullable=False),
     )
