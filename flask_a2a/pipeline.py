@@ -165,10 +165,10 @@ def check_origin(http: HTTPRequest, settings: Settings) -> None:
     allowed = settings.allowed_origins
     if "*" in allowed or origin.rstrip("/").lower() in (a.rstrip("/").lower() for a in allowed):
         return
-    parts = urlsplit(origin)
     try:
+        parts = urlsplit(origin)
         port = parts.port
-    except ValueError:  # "http://host:abc" names no authority at all
+    except ValueError:  # "http://[::1", "http://host:abc": no authority at all
         raise ForbiddenOriginError() from None
     if parts.scheme in ("http", "https") and parts.hostname:
         default = 443 if parts.scheme == "https" else 80
