@@ -14,6 +14,7 @@ from .errors import InvalidAgentResponseError as InvalidAgentResponseError
 from .errors import InvalidParamsError as InvalidParamsError
 from .errors import InvalidRequestError as InvalidRequestError
 from .errors import JSONParseError as JSONParseError
+from .errors import MalformedBodyError as MalformedBodyError
 from .errors import MethodNotAllowedError as MethodNotAllowedError
 from .errors import MethodNotFoundError as MethodNotFoundError
 from .errors import PayloadTooLargeError as PayloadTooLargeError
