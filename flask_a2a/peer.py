@@ -9,7 +9,9 @@ cost while the client stays); under threads the stream looks at it every
 :data:`CHECK_INTERVAL` seconds while idle.
 
 Nothing is ever read from the socket: a peek tells end-of-stream from bytes a client sent
-ahead (pipelining), and a client that sends bytes is not watched any further. TLS sockets are
+ahead (pipelining), and a client that sends bytes is not watched any further. A client that
+half-closes (shuts down its sending side) while still reading looks the same as one that left,
+and its stream ends: SSE clients keep both sides open. TLS sockets are
 not watched (their bytes are records, not the request); the keep-alive write still sees them go.
 """
 

@@ -232,6 +232,24 @@ def test_timestamps_at_the_edges_of_the_range_are_read(
 
 
 @pytest.mark.parametrize(
+    "stamp", ["0001-01-01T01:00:00+01:00", "9999-12-31T23:59:59.999Z"]
+)
+def test_edge_timestamps_and_page_tokens_on_every_store(
+    make_app: t.Callable[..., Flask], new_store: t.Callable[..., t.Any], stamp: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    client = A2ATestClient(make_app(store=new_store()), token="alice")
+    task = client.send("hi", skill="echo")["task"]
+    early = stamp.startswith("0001")
+    listed = client.rpc("ListTasks", {"statusTimestampAfter": stamp}).result
+    assert [t["id"] for t in listed["tasks"]] == ([task["id"]] if early else [])
+    # A cursor at either end of time: everything is after year 1, nothing after year 9999.
+    paged = client.rpc("ListTasks", {"pageToken": page_token(stamp, "~")}).result
+    assert [t["id"] for t in paged["tasks"]] == ([] if early else [task["id"]])
+    no_traceback(caplog)
+
+
+@pytest.mark.parametrize(
     "token",
     [
         page_token("9999-12-31T23:59:59.000-01:00"),
