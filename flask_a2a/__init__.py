@@ -31,6 +31,7 @@ if t.TYPE_CHECKING:
     from .errors import InvalidParamsError as InvalidParamsError
     from .errors import InvalidRequestError as InvalidRequestError
     from .errors import JSONParseError as JSONParseError
+    from .errors import MalformedBodyError as MalformedBodyError
     from .errors import MethodNotAllowedError as MethodNotAllowedError
     from .errors import MethodNotFoundError as MethodNotFoundError
     from .errors import PayloadTooLargeError as PayloadTooLargeError
@@ -79,6 +80,7 @@ _SOURCES: t.Final[dict[str, str]] = {
     "InvalidParamsError": "errors",
     "InvalidRequestError": "errors",
     "JSONParseError": "errors",
+    "MalformedBodyError": "errors",
     "MethodNotAllowedError": "errors",
     "MethodNotFoundError": "errors",
     "PayloadTooLargeError": "errors",

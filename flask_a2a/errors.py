@@ -154,6 +154,15 @@ class VersionNotSupportedError(A2AError):
     reason = "VERSION_NOT_SUPPORTED"
 
 
+class MalformedBodyError(A2AError):
+    """The body could not be read as HTTP: a bad chunked encoding, or a client that left
+    before sending all of it. Answered 400 (nobody may be there to read it)."""
+
+    code = -31400
+    message = "Malformed request body"
+    http_status = 400
+
+
 class UnauthenticatedError(A2AError):
     """No principal: the caller resolved to no owner. There is no anonymous posture."""
 

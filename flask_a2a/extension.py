@@ -342,6 +342,8 @@ def _exchange_view() -> Response:
         resolve_principal=state.resolve_principal,
         query=request.args,
         principal_refresher=_principal_refresher,
+        client_socket=request.environ.get("gunicorn.socket")
+        or request.environ.get("werkzeug.socket"),
     )
     reply = state.exchange.handle(http)
     if reply.status == 401 and state.settings.authorization_servers:

@@ -76,7 +76,7 @@ def _message(raw: t.Any) -> Message:
         raise _Slow
     if any(v is None for v in raw.values()):
         raise _Slow
-    role = _ROLES.get(raw.get("role"))  # type: ignore[arg-type]
+    role = _ROLES.get(_str(raw.get("role")))
     message_id = raw.get("messageId")
     parts = raw.get("parts")
     if role is None or type(message_id) is not str or not message_id:

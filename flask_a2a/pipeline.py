@@ -24,6 +24,7 @@ from .errors import (
     ContentTypeNotSupportedError,
     ForbiddenOriginError,
     InternalError,
+    MalformedBodyError,
     MethodNotAllowedError,
     MethodNotFoundError,
     PayloadTooLargeError,
@@ -68,6 +69,9 @@ class HTTPRequest:
     #: Called (inside the request) only for streams: returns a callable that re-resolves the
     #: caller later, at keep-alives (None: streams never re-check the caller).
     principal_refresher: t.Callable[[], t.Callable[[], Principal | None]] | None = None
+    #: The connection's socket when the server exposes it (``gunicorn.socket``): a stream
+    #: sees its client leave without waiting for a write to fail (``peer.py``).
+    client_socket: t.Any = None
 
 
 @dataclasses.dataclass
@@ -183,10 +187,10 @@ def check_origin(http: HTTPRequest, settings: Settings) -> None:
     allowed = settings.allowed_origins
     if "*" in allowed or origin.rstrip("/").lower() in (a.rstrip("/").lower() for a in allowed):
         return
-    parts = urlsplit(origin)
     try:
+        parts = urlsplit(origin)
         port = parts.port
-    except ValueError:  # "http://host:abc" names no authority at all
+    except ValueError:  # "http://[::1", "http://host:abc": no authority at all
         raise ForbiddenOriginError() from None
     if parts.scheme in ("http", "https") and parts.hostname:
         default = 443 if parts.scheme == "https" else 80
@@ -206,13 +210,33 @@ def read_body(http: HTTPRequest, settings: Settings) -> bytes:
     # never past one byte over the cap.
     body = bytearray()
     while len(body) <= cap:
-        chunk = http.read_body(cap + 1 - len(body))
+        chunk = _read(http, cap + 1 - len(body))
         if not chunk:
             break
         body += chunk
     if len(body) > cap:
         raise PayloadTooLargeError()
+    if http.content_length is not None and len(body) < http.content_length:
+        # gunicorn ends a Content-Length body early, silently, when the client leaves.
+        log.warning(
+            "a2a: request body unreadable: got %d of %d bytes (the client left)",
+            len(body), http.content_length,
+        )
+        raise MalformedBodyError()
     return bytes(body)
+
+def _read(http: HTTPRequest, size: int) -> bytes:
+    """One read of the body; whatever the server's input stream raises is the transport's
+    fault (a bad chunk size, a client gone mid-body): one short line and a 400."""
+    try:
+        return http.read_body(size)
+    except Exception as exc:
+        if hasattr(exc, "get_response") and getattr(exc, "code", None) != 400:
+            raise  # another HTTP answer of the host's (werkzeug's 413 for MAX_CONTENT_LENGTH)
+        log.warning(
+            "a2a: request body unreadable: %s: %s", type(exc).__name__, scrub(str(exc))[:200]
+        )
+        raise MalformedBodyError() from None
 
 def check_content_type(http: HTTPRequest) -> None:
     mimetype = (http.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()

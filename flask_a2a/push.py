@@ -44,6 +44,8 @@ MAX_WAITING: t.Final = 16
 MAX_PER_OWNER: t.Final = 4
 #: Lanes of settled tasks whose last version is remembered, so a late event is still dropped.
 _CLOSED_MEMORY: t.Final = 4096
+#: At most one dropped-event warning per config per this many seconds (it carries the count).
+DROP_LOG_INTERVAL: t.Final = 10.0
 
 Spawn = t.Callable[[t.Callable[[], None]], None]
 
@@ -65,6 +67,70 @@ class _Lane:
     running: bool = False
     closing: bool = False
     queue: collections.deque[_Job] = dataclasses.field(default_factory=collections.deque)
+
+
+@dataclasses.dataclass(slots=True)
+class _Drops:
+    """One config's drops since its last warning line."""
+
+    owner: str
+    why: str
+    logged_at: float
+    unreported: int = 0
+
+
+class DropLog:
+    """The dropped-event warning, rate-limited: a hung receiver drops events as fast as the task
+    writes them, and a line per drop would flood the log (thousands a second).
+
+    A config's first drop is logged at once; later ones within ``interval`` are only counted,
+    and the next line (the next drop after the interval, or the lane's retirement when the
+    task settles) carries how many were dropped since the previous one. Called under the
+    dispatcher's lock.
+    """
+
+    def __init__(
+        self,
+        interval: float = DROP_LOG_INTERVAL,
+        clock: t.Callable[[], float] = time.monotonic,
+        memory: int = _CLOSED_MEMORY,
+    ) -> None:
+        self.interval = interval
+        #: A test seam: seconds, monotonic.
+        self.clock = clock
+        self.memory = memory
+        self._pending: collections.OrderedDict[tuple[str, str], _Drops] = (
+            collections.OrderedDict()
+        )
+
+    def dropped(self, owner: str, config: PushConfig, why: str) -> None:
+        key = (config.task_id, config.id)
+        now = self.clock()
+        drops = self._pending.get(key)
+        if drops is not None and now - drops.logged_at < self.interval:
+            drops.unreported += 1
+            drops.why = why
+            return
+        count = 1 + (drops.unreported if drops is not None else 0)
+        self._pending[key] = _Drops(owner, why, now)
+        self._pending.move_to_end(key)
+        self._warn(key, owner, why, count)
+        while len(self._pending) > self.memory:
+            self.flush(next(iter(self._pending)))
+
+    def flush(self, key: tuple[str, str]) -> None:
+        """Forget a config; report the drops its last line did not count."""
+        drops = self._pending.pop(key, None)
+        if drops is not None and drops.unreported:
+            self._warn(key, drops.owner, drops.why, drops.unreported)
+
+    @staticmethod
+    def _warn(key: tuple[str, str], owner: str, why: str, count: int) -> None:
+        log.warning(
+            "a2a: push notification dropped (%s): task %s config %s owner %s "
+            "(%d dropped since the last warning for this config)",
+            why, key[0], scrub(key[1]), scrub(owner), count,
+        )
 
 
 class Dispatcher:
@@ -93,6 +159,7 @@ class Dispatcher:
         self.waiting = 0
         self._owner_in_flight: collections.Counter[str] = collections.Counter()
         self._owner_waiting: collections.Counter[str] = collections.Counter()
+        self.drops = DropLog()
 
     def offer(
         self, owner: str, config: PushConfig, version: int, body: bytes, terminal: bool
@@ -124,10 +191,10 @@ class Dispatcher:
                 # Keep the terminal state last: it replaces the newest waiting event.
                 dropped = lane.queue.pop()
                 lane.queue.append(job)
-                self._warn_drop(owner, dropped.config, "replaced by the terminal state")
+                self.drops.dropped(owner, dropped.config, "replaced by the terminal state")
                 return
             else:
-                self._warn_drop(owner, config, "push queues are full")
+                self.drops.dropped(owner, config, "push queues are full")
                 if not lane.running and not lane.queue:
                     self._retire(lane)
                 return
@@ -162,6 +229,7 @@ class Dispatcher:
         if not lane.closing or self._lanes.get(lane.key) is not lane:
             return
         del self._lanes[lane.key]
+        self.drops.flush(lane.key)
         self._closed[lane.key] = lane.last_version
         while len(self._closed) > _CLOSED_MEMORY:
             self._closed.popitem(last=False)
@@ -200,13 +268,6 @@ class Dispatcher:
                 self._take_slot(lane)
                 started.append((lane, self._pop(lane)))
         return started
-
-    @staticmethod
-    def _warn_drop(owner: str, config: PushConfig, why: str) -> None:
-        log.warning(
-            "a2a: push notification dropped (%s): task %s config %s owner %s",
-            why, config.task_id, scrub(config.id), scrub(owner),
-        )
 
 
 def _headers(config: PushConfig) -> dict[str, str]:

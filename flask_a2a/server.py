@@ -445,6 +445,7 @@ class Exchange:
             still_allowed=still_allowed,
             poll=self._poller(record.task.id),
             poll_interval=self.settings.replica_poll_interval if self.replicas else None,
+            client_socket=call.http.client_socket,
         )
         return Reply(200, list(SSE_HEADERS), body)
 

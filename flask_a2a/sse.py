@@ -11,6 +11,7 @@ import threading
 import time
 import typing as t
 
+from . import peer
 from .bus import Subscription
 from .errors import StreamSeatsExhaustedError
 
@@ -127,6 +128,7 @@ def _relay(
     still_allowed: t.Callable[[], bool] | None = None,
     poll: t.Callable[[int], tuple[str, int, bool] | None] | None = None,
     poll_interval: float | None = None,
+    client_socket: t.Any = None,
 ) -> t.Iterator[str]:
     """Yield the snapshot, then every newer event, until a final one; keep-alive when idle.
 
@@ -136,22 +138,37 @@ def _relay(
         that ended without settling); returns (result JSON, version, final) or None.
     :param poll_interval: poll this often when idle (a store shared by replicas); by default
         the store is polled only at keep-alives.
+    :param client_socket: the connection's socket, when the server exposes it: a client that
+        leaves frees its seat at once instead of at the next keep-alive (``peer.py``).
     """
     seat.subscription = subscription
+    stop_watch: t.Callable[[], None] | None = None
+    check_left = False
     try:
         if seat.evicted:
             return
+        if peer.watchable(client_socket):
+            stop_watch = peer.watch(client_socket, lambda: _client_left(subscription, seat))
+            check_left = stop_watch is None  # no greenlet to wait for it: look when idle
         yield frame(wrap(first))
         if first_final:
             return
         version = first_version
-        wait = keepalive if poll_interval is None else min(keepalive, poll_interval)
+        every = keepalive if poll_interval is None else min(keepalive, poll_interval)
+        wait = min(every, peer.CHECK_INTERVAL) if check_left else every
         beat_at = time.monotonic() + keepalive
+        due = time.monotonic() + every
         while True:
             event = subscription.get(wait)
             if event is None:
                 if subscription.closed:
                     return
+                if check_left and peer.left(client_socket):
+                    return
+                if wait < every:
+                    if time.monotonic() < due:
+                        continue  # woke only to look at the client's socket
+                    due = time.monotonic() + every
                 beat = poll_interval is None or time.monotonic() >= beat_at
                 if beat and still_allowed is not None and not still_allowed():
                     return
@@ -177,5 +194,14 @@ def _relay(
             if event.final:
                 return
     finally:
+        if stop_watch is not None:
+            stop_watch()
         subscription.close()
         seat.release()
+
+
+def _client_left(subscription: Subscription, seat: Seat) -> None:
+    """The client closed its connection: free the seat now, and end the stream (its next
+    write would only fail)."""
+    seat.release()
+    subscription.close("client left")

@@ -190,7 +190,10 @@ def parse_timestamp(value: str) -> datetime:
     date, time, fraction, offset = match.groups()
     micros = (fraction or "").ljust(6, "0")[:6]
     offset = "+00:00" if offset in ("Z", "z") else offset
-    return datetime.fromisoformat(f"{date}T{time}.{micros}{offset}").astimezone(UTC)
+    try:
+        return datetime.fromisoformat(f"{date}T{time}.{micros}{offset}").astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise ValueError("timestamp is out of range in UTC") from None
 
 
 def _camel(name: str) -> str:
@@ -226,7 +229,8 @@ class Timestamp(fields.Field):  # type: ignore[type-arg]
             return parse_timestamp(value)
         except ValueError as exc:
             raise ValidationError(
-                "must be an RFC 3339 timestamp, e.g. 2026-01-02T03:04:05Z"
+                "must be an RFC 3339 timestamp within years 0001-9999 in UTC, "
+                "e.g. 2026-01-02T03:04:05Z"
             ) from exc
 
 
@@ -374,9 +378,29 @@ class MessageSchema(ProtoSchema):
         )
 
 
+#: What ``http.client`` can send as a header value: Latin-1, no control characters (CR, LF,
+#: NUL...), no whitespace at either end (``requests`` refuses a leading one).
+_HEADER_VALUE = re.compile(
+    r"^(?:[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?\Z"
+)
+#: An HTTP auth scheme is a token (RFC 9110 §11.1, §5.6.2).
+_AUTH_SCHEME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+
+#: Push tokens and credentials are sent as header values at every delivery: refuse at
+#: registration what could never be sent, instead of failing each delivery.
+header_value = validate.Regexp(
+    _HEADER_VALUE,
+    error="must be sendable as an HTTP header value: Latin-1 characters, no control "
+    "characters (CR, LF, NUL...), no whitespace at either end",
+)
+auth_scheme = validate.Regexp(
+    _AUTH_SCHEME, error="must be an HTTP auth scheme such as Bearer (letters, digits, -._~+!...)"
+)
+
+
 class AuthenticationInfoSchema(ProtoSchema):
-    scheme = fields.String(required=True, validate=validate.Length(min=1))
-    credentials = fields.String()
+    scheme = fields.String(required=True, validate=auth_scheme)
+    credentials = fields.String(validate=header_value)
 
     @post_load
     def _build(self, data: dict[str, t.Any], **kw: t.Any) -> AuthenticationInfo:
@@ -390,7 +414,7 @@ class PushConfigSchema(ProtoSchema):
     id = fields.String(validate=_KEY)
     task_id = fields.String(data_key="taskId", validate=_TASK_ID)
     url = fields.String(required=True, validate=validate.Length(min=1))
-    token = fields.String()
+    token = fields.String(validate=header_value)
     authentication = fields.Nested(AuthenticationInfoSchema)
 
 

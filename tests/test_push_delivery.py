@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
+import threading
 import time
 import typing as t
 
@@ -457,3 +459,85 @@ def test_a_receiver_that_never_answers_times_out_and_the_config_moves_on(
     timeouts = messages(caplog, "timed out")
     assert 1 <= len(timeouts) <= 2  # the first for sure; the second only if release was late
     assert all("push delivery failed" in line for line in timeouts)
+
+
+class Clock:
+    """A monotonic clock the test moves by hand (the drop warnings' rate limit reads it)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Bursts:
+    """A handler writing a burst of artifacts per phase the test opens, then completing."""
+
+    def __init__(self, sizes: t.Sequence[int]) -> None:
+        self.sizes = sizes
+        self.go = [threading.Event() for _ in sizes]
+        self.done = [threading.Event() for _ in sizes]
+        self.entered = threading.Event()
+
+    def handler(self, task: TaskContext) -> None:
+        task.working()
+        self.entered.set()
+        for phase, size in enumerate(self.sizes):
+            assert self.go[phase].wait(10)
+            for n in range(size):
+                task.artifact([Part(text=str(n))], name=f"p{phase}-{n}")
+            self.done[phase].set()
+
+
+DROPPED = re.compile(r"config (\S+) owner alice \((\d+) dropped since the last warning")
+
+
+def drop_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[str, int]]:
+    """(config id, count) of every dropped-event warning so far."""
+    found = [DROPPED.search(m) for m in messages(caplog, "push notification dropped")]
+    assert all(found)
+    return [(m.group(1), int(m.group(2))) for m in found if m]
+
+
+def test_drop_warnings_are_one_per_config_per_interval_with_a_count(
+    make_app: t.Callable[..., Flask], webhook: Webhook, caplog: pytest.LogCaptureFixture
+) -> None:
+    bursts = Bursts([30, 1])
+    skill = Skill(id="bursts", name="Bursts", description="Bursts.", handler=bursts.handler)
+    app = make_app(skills=[skill], config=PUSH_CONFIG, push_resolver=no_dns)
+    client = A2ATestClient(app, token="alice")
+    clock = Clock()
+    drops = push_of(app).dispatcher.drops
+    drops.clock = clock
+    webhook.hang()
+    task = client.send("go", skill="bursts", configuration={"returnImmediately": True})["task"]
+    assert bursts.entered.wait(10)
+    first = create(client, task["id"], webhook.url("/a"))["id"]
+    second = create(client, task["id"], webhook.url("/b"))["id"]
+    webhook.wait_for(2)  # both snapshots in flight and held: alice's 4 waiting seats are free
+    # 30 artifacts x 2 configs: 4 wait (2 per config), 56 are dropped in one burst.
+    bursts.go[0].set()
+    assert bursts.done[0].wait(10)
+    assert sorted(drop_lines(caplog)) == sorted([(first, 1), (second, 1)])
+    # Within the interval nothing more is logged; past it, the next drop reports the rest.
+    clock.now += drops.interval - 0.001
+    assert len(drop_lines(caplog)) == 2
+    clock.now += 0.001
+    bursts.go[1].set()
+    assert bursts.done[1].wait(10)
+    assert sorted(drop_lines(caplog)[2:]) == sorted([(first, 28), (second, 28)])
+    # The terminal state replaces a waiting event (a drop within the interval: counted); the
+    # settled task's lanes retire once delivered, and their last line carries that count.
+    webhook.release()
+    webhook.wait_for(6)
+    idle(app)
+    kinds = [kind(hit) for hit in webhook.hits]
+    assert kinds.count("status:TASK_STATE_COMPLETED") == 2
+    assert sorted(drop_lines(caplog)[4:]) == sorted([(first, 1), (second, 1)])
+    per_config = {first: 0, second: 0}
+    for config_id, count in drop_lines(caplog):
+        per_config[config_id] += count
+    # Each config was offered 33 events (snapshot, 31 artifacts, COMPLETED) and got 3.
+    assert per_config == {first: 30, second: 30}
+    assert len(webhook.hits) == 6
