@@ -424,7 +424,7 @@ def test_an_owed_settle_lands_with_the_next_successful_write(
     client.send("after", token="bob", skill="echo")
     assert wait_for(lambda: settled_state(client, task["id"])["state"] == "TASK_STATE_FAILED")
     assert settled_state(client, task["id"])["message"]["parts"][0]["text"] == "internal error"
-    assert exchange.runs.owed.owed() == []
+    assert wait_for(lambda: exchange.runs.owed.owed() == [])  # cleared once the write returns
 
 
 def test_a_cancel_whose_write_fails_is_owed_not_lost(
