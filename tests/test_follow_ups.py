@@ -249,6 +249,40 @@ def test_a_run_whose_write_loses_to_a_follow_up_written_elsewhere_builds_over_it
     assert texts == ["hello", "bye", "heard 1"]
 
 
+def test_a_follow_up_to_a_handed_off_task_waits_for_the_updater(
+    make_app: t.Callable[..., Flask],
+) -> None:
+    """No run holds a handed-off task: the follow-up is stored for the job to read, and a
+    blocking send answers once the job settles the task."""
+    handed: list[str] = []
+
+    def report(task: TaskContext) -> None:
+        task.hand_off("queued")
+        handed.append(task.id)
+
+    app = make_app(skills=[Skill(id="report", name="r", description="r", handler=report)])
+    client = A2ATestClient(app, token="alice")
+    working = client.send(skill="report")["task"]
+    assert working["status"]["state"] == "TASK_STATE_WORKING" and handed == [working["id"]]
+    queued = follow_up(client, working["id"], "also this").result["task"]
+    assert queued["history"][-1]["parts"] == [{"text": "also this"}]
+
+    answers: list[t.Any] = []
+    waiting = threading.Thread(
+        target=lambda: answers.append(follow_up(client, working["id"], "done?", wait=True))
+    )
+    exchange = exchange_of(app)
+    waiting.start()
+    stored = exchange.store.get_task
+    assert wait_for(lambda: stored(working["id"]).task.history[-1].text == "done?")
+    updater = exchange.task_updater(working["id"])
+    assert [m.parts[0].text for m in updater.task.history][-2:] == ["also this", "done?"]
+    updater.complete("report ready")
+    waiting.join(10)
+    (answer,) = answers
+    assert answer.result["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
 # ---------------------------------------------------------------- across replicas
 
 
