@@ -656,9 +656,10 @@ class TaskContext(TaskMutations):
         if isinstance(value, str) and any(a.artifact_id == value for a in self.task.artifacts):
             return
         if self._settled:
+            became = "a reply" if self._run.reply is not None else self.state.value
             log.warning(
                 "a2a: skill %s returned a %s after its task became %s; the value is dropped",
-                self.skill.id, type(value).__name__, self.state.value,
+                self.skill.id, type(value).__name__, became,
             )
             return
         self.artifact(returned_parts(value), name=self.skill.id)

@@ -343,3 +343,20 @@ def test_a_stream_still_begins_with_the_submitted_task(
     kinds = [next(iter(e["result"])) for e in events]
     assert kinds == ["task", "statusUpdate", "artifactUpdate", "statusUpdate"]
     assert events[0]["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+
+
+def test_a_value_returned_after_a_reply_is_dropped_with_a_warning(
+    make_app: t.Callable[..., Flask], caplog: pytest.LogCaptureFixture
+) -> None:
+    def both(task: TaskContext) -> str:
+        task.reply("the answer")
+        return "also this"
+
+    client = A2ATestClient(
+        make_app(skills=[Skill(id="both", name="b", description="b", handler=both)]),
+        token="alice",
+    )
+    with caplog.at_level("WARNING", logger="flask_a2a"):
+        answer = client.send("x", skill="both")
+    assert answer["message"]["parts"] == [{"text": "the answer"}]
+    assert "skill both returned a str after its task became a reply" in caplog.text
