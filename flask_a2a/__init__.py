@@ -43,6 +43,7 @@ if t.TYPE_CHECKING:
     from .errors import TaskNotFoundError as TaskNotFoundError
     from .errors import TaskSettled as TaskSettled
     from .errors import TaskTimedOut as TaskTimedOut
+    from .errors import TaskVisibleError as TaskVisibleError
     from .errors import UnauthenticatedError as UnauthenticatedError
     from .errors import UnsupportedOperationError as UnsupportedOperationError
     from .errors import VersionNotSupportedError as VersionNotSupportedError
@@ -92,6 +93,7 @@ _SOURCES: t.Final[dict[str, str]] = {
     "TaskNotFoundError": "errors",
     "TaskSettled": "errors",
     "TaskTimedOut": "errors",
+    "TaskVisibleError": "errors",
     "UnauthenticatedError": "errors",
     "UnsupportedOperationError": "errors",
     "VersionNotSupportedError": "errors",

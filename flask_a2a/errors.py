@@ -260,6 +260,11 @@ class TaskSettled(TaskInterrupted):
     """The task already reached a terminal or interrupted state in this run."""
 
 
+class TaskVisibleError(RuntimeError):
+    """``reply()`` came too late: the caller already has the task (or the handler changed
+    it), so the answer must be the task; settle it instead (``task.complete(text)``)."""
+
+
 class HandlerUsageError(TypeError):
     """A handler used the TaskContext wrongly (``artifact({...})``, an unusable return value).
 

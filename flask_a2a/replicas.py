@@ -3,7 +3,8 @@
 The bus is per process, so a cancel served by replica B never reaches the streams on replica A
 through it. While A runs handlers it polls the store (every ``A2A_REPLICA_POLL_INTERVAL``): a
 terminal state it did not write cuts the run and is sent to A's own subscribers; a row that is
-gone (settled elsewhere, then trimmed by retention) cancels the run and ends its streams.
+gone (settled elsewhere, then trimmed by retention) cancels the run and ends its streams; a
+newer row still running holds follow-ups sent through another replica, handed to the run.
 Only stores that declare ``shared = True`` (the SQL store) are watched.
 """
 
@@ -88,13 +89,15 @@ class ReplicaWatch:
                 continue
             if stored is not None:
                 found = stored.get(run.task_id)
-                if found is not None and (found[0] <= run.record.version or not found[1].terminal):
+                if found is not None and found[0] <= run.record.version:
                     continue
             record = store.get_task(run.task_id)
             if record is None:
                 self._gone(run)
             elif record.version > run.record.version and record.state.terminal:
                 self._settled_elsewhere(run, record)
+            elif record.version > run.record.version and not is_final(record.state):
+                run.adopt(record)  # follow-ups another replica wrote: the run's to receive
 
     def _settled_elsewhere(self, run: Run, record: TaskRecord) -> None:
         with run.lock:

@@ -96,10 +96,13 @@ class Runs:
         credentials: t.Mapping[str, str] | None = None,
         *,
         extensions: t.Iterable[str] = (),
+        reveal: bool = False,
     ) -> Run:
         """Start the handler on ``record`` (its slots claimed). A record of version 0 is held:
-        written when the run settles, or after ``A2A_BLOCKING_WRITE_DELAY``."""
+        written when the run settles, or after ``A2A_BLOCKING_WRITE_DELAY``; with ``reveal``
+        (a stream's) at the handler's first change already, and published whole."""
         run = Run(record, self.settings.task_timeout)
+        run.reveal = reveal
         context = TaskContext(
             self.writer, run, message, principal, skill, credentials, extensions=extensions
         )
@@ -179,12 +182,12 @@ class Runs:
 
     def _write_held(self, run: Run) -> None:
         """The run outlived ``A2A_BLOCKING_WRITE_DELAY`` with its task held: write it now, so
-        ListTasks, other replicas and a restart see it."""
+        ListTasks, other replicas and a restart see it (and a stream waiting to show it)."""
         with run.lock:
-            if run.record.version != 0 or run.done.is_set():
+            if run.record.version != 0 or run.done.is_set() or run.reply is not None:
                 return
             try:
-                run.record = self.store.create_task(run.record)
+                run.record = self.writer.reveal(run.record)  # a waiting stream shows it
             except Exception as exc:  # the run's next change tries again
                 run.write_due = True
                 log.warning("a2a: writing a held task failed: %s", scrub(repr(exc)))
@@ -223,7 +226,7 @@ class Runs:
         """Settle FAILED "task timed out" once; False when the run had settled its task itself."""
         with run.lock:
             run.timed_out = True
-            if run.handed_off or is_final(run.record.state):
+            if run.handed_off or run.reply is not None or is_final(run.record.state):
                 return False
             try:
                 run.record = self.writer.settle(run.record, TaskState.FAILED, "task timed out")
@@ -246,6 +249,8 @@ class Runs:
         if run is None:
             return self._settle_canceled(record, text)
         with run.lock:
+            if run.reply is not None:  # answered with a message: there is no task
+                raise TaskNotFoundError(metadata={"taskId": record.task.id})
             run.cancelled = True
             held = run.record.version == 0  # not written yet: the run holds the task
             try:

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import time
 import typing as t
 from datetime import datetime
 
@@ -61,6 +62,8 @@ from .tasks import (
 log = logging.getLogger("flask_a2a")
 
 SKILL_METADATA_KEY: t.Final = "flask_a2a.skill"
+#: A follow-up's write is tried again this often when another replica's write won.
+_APPEND_TRIES: t.Final = 8
 
 
 def _token(cursor: tuple[datetime, str]) -> str:
@@ -288,7 +291,7 @@ class Exchange:
             skill=skill.id,
         )
         self.runs.claim(principal.owner)
-        if not self._unobserved(config, subscribe):
+        if not self._unobserved(config):
             try:
                 record = self.store.create_task(record)
             except BaseException:
@@ -319,7 +322,8 @@ class Exchange:
         # Subscribed before the run starts, so a stream misses no event.
         subscription = self.bus.subscribe(record.task.id) if subscribe else None
         run = self.runs.launch(
-            record, message, principal, skill, credentials, extensions=extensions
+            record, message, principal, skill, credentials, extensions=extensions,
+            reveal=subscribe and record.version == 0,
         )
         return Started(record, run, subscription)
 
@@ -327,12 +331,12 @@ class Exchange:
         """The runs in flight in this process."""
         return self.runs.live()
 
-    def _unobserved(self, config: dict[str, t.Any], subscribe: bool) -> bool:
-        """Nobody but this run learns the task's id before it answers: a blocking send with
-        no stream and no inline push config. Its first write may wait (``version=0``)."""
+    def _unobserved(self, config: dict[str, t.Any]) -> bool:
+        """Nobody but this run learns the task's id before it answers (a stream: before the
+        handler's first change shows the task): no ``returnImmediately``, no inline push
+        config. Its first write may wait (``version=0``), and the handler may ``reply()``."""
         return (
             self.settings.blocking_write_delay > 0
-            and not subscribe
             and not config.get("return_immediately")
             and config.get("task_push_notification_config") is None
         )
@@ -359,10 +363,9 @@ class Exchange:
                 "Invalid parameters: message.contextId does not match the task's context",
                 field_violations=[("message.contextId", "does not match the task's context")],
             )
-        if not record.state.interrupted:
-            raise UnsupportedOperationError(
-                "task is still running; wait for it to ask for input",
-                metadata={"taskId": record.task.id},
+        if not record.state.interrupted:  # submitted or working: a follow-up to its run
+            return self._follow_up(
+                record, message, principal, config, subscribe, credentials, extensions
             )
         skill = self.skills.get(record.skill or "")
         if skill is None:
@@ -390,6 +393,107 @@ class Exchange:
             record, message, principal, skill, subscribe, credentials, extensions=extensions
         )
 
+    def _follow_up(
+        self,
+        record: TaskRecord,
+        message: Message,
+        principal: Principal,
+        config: dict[str, t.Any],
+        subscribe: bool,
+        credentials: t.Mapping[str, str] | None,
+        extensions: t.Iterable[str],
+    ) -> Started:
+        """A message to a task still running (spec §3.3.3): appended to its history in one
+        versioned write and handed to its run, wherever it runs; no run slot, no new run.
+        A blocking send then waits for the run as a blocking send does."""
+        message = dataclasses.replace(message, context_id=record.task.context_id)
+        wait = not subscribe and not config.get("return_immediately")
+        # Subscribed before the write, so a stream (or a wait) misses no event after it.
+        subscription = self.bus.subscribe(record.task.id) if subscribe or wait else None
+        try:
+            stored, run = self._append(record, message)
+            if stored.state.interrupted:  # it paused first: the message resumes it
+                if subscription is not None:
+                    subscription.close()
+                return self._resume(
+                    message, principal, config, subscribe, credentials, extensions=extensions
+                )
+            if stored.state.terminal:
+                raise UnsupportedOperationError(
+                    f"task is {stored.state.value}; a follow-up needs a new task",
+                    metadata={"taskId": stored.task.id},
+                )
+            self._register_inline_push(stored, config)
+            if wait:
+                assert subscription is not None
+                stored = self._await_run(stored, run, subscription)
+        except BaseException:
+            if subscription is not None:
+                subscription.close()
+            raise
+        if wait and subscription is not None:
+            subscription.close()
+            return Started(stored, None, None)
+        return Started(stored, None, subscription)
+
+    def _append(self, record: TaskRecord, message: Message) -> tuple[TaskRecord, Run | None]:
+        """Write ``message`` into the task's history over the newest version (the live run's
+        own when it runs here) and queue it for that run. Returns the stored record and the
+        run; a record that turned final first comes back as it is, with nothing written."""
+        for _ in range(_APPEND_TRIES):
+            run = self.runs.get(record.task.id)
+            if run is not None and run.done.is_set():
+                run = None
+            with run.lock if run is not None else contextlib.nullcontext():
+                base = record
+                if run is not None and run.record.version >= record.version:
+                    base = run.record
+                if is_final(base.state):
+                    return base, run
+                try:
+                    stored = self.writer.append(base, message)
+                except StaleTaskError as exc:  # another replica wrote: read it, try again
+                    if exc.current is None:
+                        raise TaskNotFoundError(metadata={"taskId": record.task.id}) from None
+                    record = exc.current
+                    if run is not None:
+                        run.adopt(record)
+                    continue
+                if run is not None:
+                    run.adopt(stored)
+                return stored, run
+        raise UnsupportedOperationError(
+            "task changed while resuming; read it again", metadata={"taskId": record.task.id}
+        )
+
+    def _await_run(
+        self, record: TaskRecord, run: Run | None, subscription: Subscription
+    ) -> TaskRecord:
+        """The task once its run ended (here), or once it is terminal or interrupted (a run
+        elsewhere, or a handed-off task), at most ``A2A_TASK_TIMEOUT`` from now."""
+        task_id = record.task.id
+        if run is not None:
+            run.done.wait()
+        else:
+            timeout = self.settings.task_timeout
+            deadline = time.monotonic() + timeout if timeout > 0 else float("inf")
+            interval = self.settings.replica_poll_interval
+            while not is_final(record.state) and time.monotonic() < deadline:
+                wait = max(0.0, min(interval, deadline - time.monotonic()))
+                event = subscription.get(wait)
+                if event is not None and not event.final and not event.gone:
+                    continue
+                if event is None and subscription.closed:  # dropped (overflow): poll alone
+                    time.sleep(wait)
+                current = self.store.get_task(task_id)
+                if current is None:
+                    raise TaskNotFoundError(metadata={"taskId": task_id})
+                record = current
+        current = self.store.get_task(task_id)
+        if current is None:  # trimmed by retention already: the run's last word stands
+            return run.record if run is not None else record
+        return current
+
     def send_message(self, call: Call) -> t.Any:
         message, config = self._message_params(call)
         record, run, _ = self.start(
@@ -399,6 +503,8 @@ class Exchange:
         history_length = config.get("history_length")
         if run is not None and not config.get("return_immediately"):
             run.done.wait()
+            if run.reply is not None:  # the handler answered with a message: no task remains
+                return {"message": wire.dump_message(run.reply)}
             record = run.record  # every path that settles the run stores its record here
             if record.version == 0:  # its only write failed (logged): the task does not exist
                 raise InternalError()
@@ -434,8 +540,9 @@ class Exchange:
                 and now.scopes == principal.scopes
             )
 
+        held = record.version == 0  # the run shows the task at its first change, or replies
         body = relay(
-            first=jsonrpc.encode({"task": wire.dump_task(record.task)}),
+            first=None if held else jsonrpc.encode({"task": wire.dump_task(record.task)}),
             first_version=record.version,
             first_final=is_final(record.state),
             subscription=subscription,
@@ -446,8 +553,21 @@ class Exchange:
             poll=self._poller(record.task.id),
             poll_interval=self.settings.replica_poll_interval if self.replicas else None,
             client_socket=call.http.client_socket,
+            snapshot=self._snapshot(record.task.id),
         )
         return Reply(200, list(SSE_HEADERS), body)
+
+    def _snapshot(self, task_id: str) -> t.Callable[[], tuple[str, int, bool] | None]:
+        """The stored task as a stream's first event, or None when it is not stored."""
+
+        def snapshot() -> tuple[str, int, bool] | None:
+            record = self.store.get_task(task_id)
+            if record is None:
+                return None
+            task_json = jsonrpc.encode({"task": wire.dump_task(record.task)})
+            return task_json, record.version, is_final(record.state)
+
+        return snapshot
 
     def _poller(self, task_id: str) -> t.Callable[[int], tuple[str, int, bool] | None]:
         """Emit a snapshot when the stored version moved without a local event."""

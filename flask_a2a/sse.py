@@ -14,6 +14,7 @@ import typing as t
 from . import peer
 from .bus import Subscription
 from .errors import StreamSeatsExhaustedError
+from .model import Message, Task
 
 KEEPALIVE: t.Final = ": keep-alive\n\n"
 HEADERS: t.Final = (
@@ -116,9 +117,42 @@ def relay(**kwargs: t.Any) -> Relay:
     return Relay(_relay(**kwargs), kwargs["subscription"], kwargs["seat"])
 
 
+def _opening(
+    subscription: Subscription,
+    keepalive: float,
+    still_allowed: t.Callable[[], bool] | None,
+    snapshot: t.Callable[[], tuple[str, int, bool] | None] | None,
+    left: t.Callable[[], bool] | None = None,
+) -> t.Generator[str, None, tuple[str, int, bool] | None]:
+    """Wait for a held task's first event (keep-alives meanwhile): the Task the run shows at
+    its handler's first change, or the one Message it replies with instead (final). A first
+    event of another kind (a shutdown's cancel) is answered with the stored task.
+
+    :param left: under threads, says whether the client left (looked at while idle)."""
+    beat_at = time.monotonic() + keepalive
+    while True:
+        wait = max(0.0, beat_at - time.monotonic())
+        event = subscription.get(wait if left is None else min(wait, peer.CHECK_INTERVAL))
+        if event is None:
+            if subscription.closed or (left is not None and left()):
+                return None
+            if time.monotonic() < beat_at:
+                continue
+            if still_allowed is not None and not still_allowed():
+                return None
+            yield KEEPALIVE
+            beat_at = time.monotonic() + keepalive
+            continue
+        if event.gone:
+            return None
+        if isinstance(event.event, Task | Message):
+            return event.result_json, event.version, event.final
+        return snapshot() if snapshot is not None else None
+
+
 def _relay(
     *,
-    first: str,
+    first: str | None,
     first_version: int,
     first_final: bool,
     subscription: Subscription,
@@ -129,9 +163,13 @@ def _relay(
     poll: t.Callable[[int], tuple[str, int, bool] | None] | None = None,
     poll_interval: float | None = None,
     client_socket: t.Any = None,
+    snapshot: t.Callable[[], tuple[str, int, bool] | None] | None = None,
 ) -> t.Iterator[str]:
     """Yield the snapshot, then every newer event, until a final one; keep-alive when idle.
 
+    :param first: the snapshot's StreamResponse JSON; ``None`` for a task its run still
+        holds: the first event then comes from the bus (:func:`_opening`).
+    :param snapshot: reads the stored task (result JSON, version, final) for that case.
     :param wrap: turns a StreamResponse's JSON into a whole JSON-RPC response.
     :param still_allowed: re-resolves the caller at each keep-alive; False ends the stream.
     :param poll: reads the store for a newer version than the one given (replicas, or a run
@@ -150,6 +188,12 @@ def _relay(
         if peer.watchable(client_socket):
             stop_watch = peer.watch(client_socket, lambda: _client_left(subscription, seat))
             check_left = stop_watch is None  # no greenlet to wait for it: look when idle
+        if first is None:
+            left = (lambda: peer.left(client_socket)) if check_left else None
+            opened = yield from _opening(subscription, keepalive, still_allowed, snapshot, left)
+            if opened is None:
+                return
+            first, first_version, first_final = opened
         yield frame(wrap(first))
         if first_final:
             return

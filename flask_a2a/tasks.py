@@ -8,6 +8,7 @@ with the version the write produced, and queues push deliveries.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -25,6 +26,7 @@ from .errors import (
     TaskNotStored,
     TaskSettled,
     TaskTimedOut,
+    TaskVisibleError,
     UnencodableDataError,
 )
 from .jsonrpc import encode
@@ -33,6 +35,7 @@ from .model import (
     Message,
     Part,
     Principal,
+    Role,
     StreamEvent,
     Task,
     TaskArtifactUpdateEvent,
@@ -51,6 +54,13 @@ if t.TYPE_CHECKING:
     from .runner import RunHandle, Timer
 
 log = logging.getLogger("flask_a2a")
+
+#: Follow-ups a run keeps for ``receive()`` before dropping the oldest (they stay in history).
+INBOX_LIMIT: t.Final = 256
+#: How often ``receive()`` re-checks the run while it waits (a thread run's cancel latency).
+_RECEIVE_SLICE: t.Final = 0.05
+#: A run's write that lost to follow-ups written first is built again over them this often.
+_MERGES: t.Final = 8
 
 #: C0 controls but tab, DEL and C1 controls; the bidi embeddings, overrides and isolates
 #: (U+202A-U+202E, U+2066-U+2069) and marks; the other invisible format characters (soft
@@ -212,6 +222,28 @@ class TaskWriter:
         task, _ = self._prepare(task, event)
         return record.evolve(task, 0)
 
+    def reveal(self, record: TaskRecord) -> TaskRecord:
+        """Write a held task as it stands and publish it whole: a deferred stream's first
+        event (the spec's task lifecycle stream begins with the Task)."""
+        stored = self.store.create_task(record)
+        if self.after_store is not None:
+            self.after_store()
+        result_json = encode(dump_event(stored.task))
+        self.bus.publish(BusEvent(stored.task.id, stored.version, stored.task, result_json, False))
+        return stored
+
+    def append(self, record: TaskRecord, message: Message) -> TaskRecord:
+        """Add a caller's follow-up to a running task's history: one write over ``record``'s
+        version (:class:`StaleTaskError` if it moved). No stream event and no push: the
+        spec's events are status and artifact updates; the message is in the task's history."""
+        task = record.task.evolve(history=record.task.history + (message,))
+        if len(task.history) > self.max_history > 0:
+            task = task.evolve(history=task.history[-self.max_history :])
+        stored = self.store.update_task(record.evolve(task, record.version), record.version)
+        if self.after_store is not None:
+            self.after_store()
+        return stored
+
     def commit(self, record: TaskRecord, task: Task, event: StreamEvent) -> TaskRecord:
         """Store ``task`` over ``record`` (optimistically) and publish ``event``.
 
@@ -302,6 +334,33 @@ class Run:
         self.deadline: datetime | None = (
             datetime.now(UTC) + timedelta(seconds=timeout) if timeout > 0 else None
         )
+        #: A stream's task, held until the handler's first change shows it (``reveal``).
+        self.reveal = False
+        #: The handler answered with this message instead of the task (``reply()``).
+        self.reply: Message | None = None
+        #: Follow-ups the caller sent while the run runs, oldest first, for ``receive()``.
+        self.inbox: collections.deque[Message] = collections.deque(maxlen=INBOX_LIMIT)
+        self.inbox_ready = threading.Condition(threading.Lock())
+        #: The ids of the messages in the task's history the run knows of.
+        self._known = {message.message_id for message in record.task.history}
+
+    def adopt(self, record: TaskRecord) -> None:
+        """``record`` is newer than the run's (a follow-up written here or on another
+        replica): build on it from now on, and queue the caller's new messages."""
+        with self.lock:
+            if record.version <= self.record.version or self.done.is_set():
+                return
+            self.record = record
+            history = record.task.history
+            new = [m for m in history if m.role is Role.USER and m.message_id not in self._known]
+            self._known = {m.message_id for m in history}  # bounded by A2A_MAX_HISTORY
+        if new:
+            with self.inbox_ready:
+                if len(self.inbox) + len(new) > INBOX_LIMIT:
+                    log.warning("a2a: a run's unread follow-ups passed %d; oldest dropped",
+                                INBOX_LIMIT)
+                self.inbox.extend(new)
+                self.inbox_ready.notify_all()
 
 
 class TaskMutations:
@@ -454,6 +513,8 @@ class TaskContext(TaskMutations):
         #: The skill being run.
         self.skill = skill
         self._settled = False
+        #: The handler changed the task (so it may no longer ``reply()``).
+        self._acted = False
 
     @property
     def task(self) -> Task:
@@ -482,32 +543,110 @@ class TaskContext(TaskMutations):
         if run.timed_out or time.monotonic() > run.deadline_mono:
             raise TaskTimedOut("task timed out")
         if self._settled:
+            if run.reply is not None:
+                raise TaskSettled("the handler replied with a message: there is no task")
             raise TaskSettled(f"task is already {self.state.value}")
 
     def _commit(self, build: t.Callable[[Task], tuple[Task, StreamEvent | None]]) -> None:
         run = self._run
         with run.lock:
             self.check()
-            task, event = build(run.record.task)
-            if event is None:
-                if run.record.version == 0 and run.write_due:  # e.g. hand_off() once WORKING
+            for attempt in range(_MERGES + 1):
+                task, event = build(run.record.task)
+                if run.record.version == 0 and run.reveal:  # a stream's first change shows it
                     with storing():
-                        run.record = self._writer.store.create_task(run.record)
-                return
-            if run.record.version == 0 and not run.write_due and not is_final(task.status.state):
-                run.record = self._writer.hold(run.record, task, event)
-                return
-            try:
-                with storing():
-                    run.record = self._writer.commit(run.record, task, event)
-            except StaleTaskError as exc:
-                # Someone else wrote the row: a cancel here or on another replica.
-                if exc.current is not None:
-                    run.record = exc.current
-                run.cancelled = True
-                raise TaskCanceled("task was canceled") from None
+                        run.record = self._writer.reveal(run.record)
+                if event is None:
+                    if run.record.version == 0 and run.write_due:  # e.g. hand_off() once WORKING
+                        with storing():
+                            run.record = self._writer.store.create_task(run.record)
+                    break
+                held = run.record.version == 0 and not run.write_due
+                if held and not is_final(task.status.state):
+                    run.record = self._writer.hold(run.record, task, event)
+                    break
+                try:
+                    with storing():
+                        run.record = self._writer.commit(run.record, task, event)
+                    break
+                except StaleTaskError as exc:
+                    current = exc.current
+                    if current is not None and not is_final(current.state) and attempt < _MERGES:
+                        run.adopt(current)  # a follow-up was written first: build over it
+                        continue
+                    # Someone else wrote the row: a cancel here or on another replica.
+                    if current is not None:
+                        run.record = current
+                    run.cancelled = True
+                    raise TaskCanceled("task was canceled") from None
+            self._acted = True
             if is_final(run.record.state):
                 self._settled = True
+
+    def reply(
+        self, content: str | bytes | dict[str, t.Any] | list[t.Any] | Part | Message
+    ) -> Message:
+        """Answer the caller with a message instead of a task (a quick, stateless answer).
+
+        A blocking SendMessage answers ``{"message": ...}``, a stream sends that one message
+        and ends, and no task remains: it was never written, listed or pushed. ``content`` is
+        what a handler may return (a str, bytes, a dict, a list, a Part or Parts) or a Message
+        (its parts and metadata are kept). Returns the message sent.
+
+        Only as the handler's first action, while nobody has seen the task: raises
+        :class:`TaskVisibleError` once the handler changed it or the caller holds it
+        (``returnImmediately``, a resumed task, an inline push config, a run past
+        ``A2A_BLOCKING_WRITE_DELAY``); uncaught, that fails the task like any exception.
+        """
+        run = self._run
+        if isinstance(content, Message):
+            parts, metadata = content.parts, content.metadata
+        else:
+            try:
+                parts, metadata = returned_parts(content), None
+            except HandlerUsageError:
+                raise HandlerUsageError(
+                    f"reply() takes a str, bytes, a dict, a list of JSON values, a "
+                    f"flask_a2a.Part, a list of Parts or a Message, got {type(content).__name__}"
+                ) from None
+        with run.lock:
+            self.check()
+            if run.record.version != 0 or self._acted:
+                raise TaskVisibleError(
+                    "reply() must be the handler's first action, before the caller has the "
+                    "task: this one was already changed or sent (returnImmediately, a resumed "
+                    "task, an inline push config, or a run past A2A_BLOCKING_WRITE_DELAY); "
+                    "settle it with task.complete(text) instead"
+                )
+            message = Message(new_id(), Role.AGENT, parts, self.context_id, metadata=metadata)
+            try:
+                result_json = encode(dump_event(message))
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise UnencodableDataError(f"reply data cannot be JSON-encoded: {exc}") from None
+            run.reply = message
+            self._settled = True
+            if run.reveal:  # the stream waiting for its first event gets this one, and ends
+                self._writer.bus.publish(BusEvent(self.id, 1, message, result_json, True))
+        return message
+
+    def receive(self, timeout: float | None = None) -> Message | None:
+        """The next follow-up the caller sent to this task while it runs (a message naming its
+        ``taskId``), oldest first; ``None`` if none came within ``timeout`` seconds (``None``
+        waits for one). Raises like :meth:`check`, so a cancel or the deadline ends the wait.
+        The follow-ups are in :attr:`history` too."""
+        run = self._run
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.check()
+            with run.inbox_ready:
+                if run.inbox:
+                    return run.inbox.popleft()
+                left = _RECEIVE_SLICE
+                if deadline is not None:
+                    left = min(left, deadline - time.monotonic())
+                    if left <= 0:
+                        return None
+                run.inbox_ready.wait(left)  # sliced: a thread run learns of a cancel here
 
     def returned(self, value: object) -> None:
         """The handler returned ``value`` (not None): add it as an artifact named after the
@@ -517,9 +656,10 @@ class TaskContext(TaskMutations):
         if isinstance(value, str) and any(a.artifact_id == value for a in self.task.artifacts):
             return
         if self._settled:
+            became = "a reply" if self._run.reply is not None else self.state.value
             log.warning(
                 "a2a: skill %s returned a %s after its task became %s; the value is dropped",
-                self.skill.id, type(value).__name__, self.state.value,
+                self.skill.id, type(value).__name__, became,
             )
             return
         self.artifact(returned_parts(value), name=self.skill.id)
