@@ -494,7 +494,7 @@ class A2AClient:
         request_id, response = self._post(method, params, self.stream_timeout, True)
         content_type = response.headers.get("Content-Type", "")
         if response.status_code == 200 and content_type.startswith("text/event-stream"):
-            return EventStream(response, request_id)
+            return EventStream(response, request_id).open()  # a streamed error raises here
         with response:
             answer_of(response, request_id)  # raises the server's error, if it sent one
         raise A2AClientError(f"{method} answered without a stream", response.status_code)

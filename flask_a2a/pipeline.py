@@ -33,6 +33,8 @@ from .errors import (
 )
 from .limits import check_principal
 from .model import Principal
+from .sse import HEADERS as SSE_HEADERS
+from .sse import frame
 from .tasks import scrub, scrub_exception
 
 log = logging.getLogger("flask_a2a")
@@ -42,6 +44,9 @@ JSON_HEADERS: t.Final = (
     ("Cache-Control", "no-store"),
 )
 CONTENT_TYPES: t.Final = frozenset({"application/json", "application/a2a+json"})
+#: Methods that answer a stream: once one of them is named, its JSON-RPC errors come as one
+#: SSE event (clients that only read SSE, such as a browser's EventSource, can read them).
+STREAMING_METHODS: t.Final = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 _VERSION = re.compile(r"^1(\.\d+){0,2}$")
 
 
@@ -104,10 +109,12 @@ def handle(
     settings: Settings,
     methods: t.Mapping[str, Method],
     extensions: Activation | None = None,
+    streaming: t.Collection[str] = STREAMING_METHODS,
 ) -> Reply:
     """Run one request through the pipeline, in the order design.md §4 gives."""
     request_id: jsonrpc.RequestId | jsonrpc._NoId = jsonrpc.NO_ID
     activated: tuple[str, ...] = ()
+    stream = False  # the request named a streaming method that exists
     try:
         if http.method == "OPTIONS" and http.headers.get("Origin") is not None:
             return preflight(http, settings)
@@ -130,6 +137,7 @@ def handle(
         method = methods.get(request.method)
         if method is None:
             raise MethodNotFoundError(f"Method not found: {scrub(request.method)[:100]}")
+        stream = request.method in streaming
         if extensions is not None:  # -32008 here: before the method writes anything
             activated = extensions.activate(http.headers, request.method)
         result = method(Call(request.id, request.params, principal, http, activated))
@@ -137,12 +145,12 @@ def handle(
             200, list(JSON_HEADERS), jsonrpc.success(request.id, result)
         )
     except A2AError as exc:
-        reply = error_reply(request_id, exc)
+        reply = error_reply(request_id, exc, stream=stream)
     except Exception as exc:
         if hasattr(exc, "get_response"):
             raise  # already an HTTP answer (werkzeug's abort(), a client that left)
         log.error("a2a: request failed\n%s", scrub_exception(exc))
-        reply = error_reply(request_id, InternalError())
+        reply = error_reply(request_id, InternalError(), stream=stream)
     if activated:
         reply.headers.append((EXTENSIONS_HEADER, ",".join(activated)))
     origin = http.headers.get("Origin")
@@ -172,7 +180,14 @@ def preflight(http: HTTPRequest, settings: Settings) -> Reply:
         "",
     )
 
-def error_reply(request_id: jsonrpc.RequestId | jsonrpc._NoId, error: A2AError) -> Reply:
+def error_reply(
+    request_id: jsonrpc.RequestId | jsonrpc._NoId, error: A2AError, *, stream: bool = False
+) -> Reply:
+    """The JSON-RPC error answer. For a streaming method (``stream``) a JSON-RPC-level error
+    is a stream holding exactly that response as one event; an HTTP-level refusal (401, 429…)
+    keeps its status and JSON body."""
+    if stream and error.http_status == 200:
+        return Reply(200, list(SSE_HEADERS), frame(jsonrpc.failure(request_id, error)))
     headers = list(JSON_HEADERS)
     if isinstance(error, MethodNotAllowedError):
         headers.append(("Allow", "POST"))

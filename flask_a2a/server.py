@@ -541,19 +541,22 @@ class Exchange:
             )
 
         held = record.version == 0  # the run shows the task at its first change, or replies
+        # A stream that starts on a paused task waits for what comes of it (issue 14 item 5).
+        pause = StreamPause(record.task.status) if record.state.interrupted else None
         body = relay(
             first=None if held else jsonrpc.encode({"task": wire.dump_task(record.task)}),
             first_version=record.version,
-            first_final=is_final(record.state),
+            first_final=is_final(record.state) and pause is None,
             subscription=subscription,
             seat=seat,
             keepalive=self.settings.keepalive_interval,
             wrap=wrap,
             still_allowed=still_allowed,
-            poll=self._poller(record.task.id),
+            poll=self._poller(record.task.id, pause),
             poll_interval=self.settings.replica_poll_interval if self.replicas else None,
             client_socket=call.http.client_socket,
             snapshot=self._snapshot(record.task.id),
+            ends=pause.ends_at if pause is not None else None,
         )
         return Reply(200, list(SSE_HEADERS), body)
 
@@ -569,7 +572,9 @@ class Exchange:
 
         return snapshot
 
-    def _poller(self, task_id: str) -> t.Callable[[int], tuple[str, int, bool] | None]:
+    def _poller(
+        self, task_id: str, pause: StreamPause | None = None
+    ) -> t.Callable[[int], tuple[str, int, bool] | None]:
         """Emit a snapshot when the stored version moved without a local event."""
 
         def poll(version: int) -> tuple[str, int, bool] | None:
@@ -580,12 +585,16 @@ class Exchange:
             except Exception as exc:  # a stream outlives a store hiccup; the next poll retries
                 log.warning("a2a: stream poll failed: %s", scrub(repr(exc)))
                 return None
-            if record is None or record.version <= version:
+            if record is None:
+                # Deleted (by another replica's retention, say): end this process's streams.
+                self.bus.publish(BusEvent(task_id, 2**62, None, "", final=True, gone=True))
+                return None
+            if record.version <= version:
                 return None
             return (
                 jsonrpc.encode({"task": wire.dump_task(record.task)}),
                 record.version,
-                is_final(record.state),
+                pause.ends(record.task.status) if pause is not None else is_final(record.state),
             )
 
         return poll
@@ -722,6 +731,30 @@ class Exchange:
         return self.runs.shutdown(
             self.settings.shutdown_timeout if timeout is None else timeout
         )
+
+
+class StreamPause:
+    """A stream that began on a paused (INPUT_REQUIRED/AUTH_REQUIRED) task ends at a terminal
+    state or at a new pause, not at the pause it began on: the subscriber sees the resume."""
+
+    def __init__(self, status: TaskStatus) -> None:
+        self.status = status
+        self.resumed = False
+
+    def ends(self, status: TaskStatus) -> bool:
+        if status.state.terminal:
+            return True
+        if not status.state.interrupted:
+            self.resumed = True
+            return False
+        began = (self.status.state, self.status.timestamp)
+        return self.resumed or (status.state, status.timestamp) != began
+
+    def ends_at(self, event: BusEvent) -> bool:
+        """For a bus event: only a status can end the stream (artifacts never do)."""
+        if isinstance(event.event, (TaskStatusUpdateEvent, Task)):
+            return self.ends(event.event.status)
+        return False
 
 
 class Started(t.NamedTuple):

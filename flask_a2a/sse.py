@@ -12,7 +12,7 @@ import time
 import typing as t
 
 from . import peer
-from .bus import Subscription
+from .bus import BusEvent, Subscription
 from .errors import StreamSeatsExhaustedError
 from .model import Message, Task
 
@@ -164,6 +164,7 @@ def _relay(
     poll_interval: float | None = None,
     client_socket: t.Any = None,
     snapshot: t.Callable[[], tuple[str, int, bool] | None] | None = None,
+    ends: t.Callable[[BusEvent], bool] | None = None,
 ) -> t.Iterator[str]:
     """Yield the snapshot, then every newer event, until a final one; keep-alive when idle.
 
@@ -178,6 +179,7 @@ def _relay(
         the store is polled only at keep-alives.
     :param client_socket: the connection's socket, when the server exposes it: a client that
         leaves frees its seat at once instead of at the next keep-alive (``peer.py``).
+    :param ends: whether a bus event ends the stream (by default its ``final`` flag).
     """
     seat.subscription = subscription
     stop_watch: t.Callable[[], None] | None = None
@@ -235,7 +237,7 @@ def _relay(
                 continue  # already reflected by the snapshot (or a poll)
             version = event.version
             yield frame(wrap(event.result_json))
-            if event.final:
+            if event.final if ends is None else ends(event):
                 return
     finally:
         if stop_watch is not None:

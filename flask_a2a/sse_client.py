@@ -71,6 +71,15 @@ class EventStream:
         self.progress = Progress()
         # The generator must not hold ``self``: with no cycle, dropping the stream closes it.
         self._events = _events(response, request_id, self.progress)
+        self._first: list[StreamEvent] = []
+
+    def open(self) -> EventStream:
+        """Read the first event now: a streaming method's refusal comes as a stream holding
+        one error event, and is raised here (as the server's error class), at the call."""
+        first = next(self._events, None)
+        if first is not None:
+            self._first.append(first)
+        return self
 
     @property
     def task_id(self) -> str | None:
@@ -86,6 +95,8 @@ class EventStream:
         return self
 
     def __next__(self) -> StreamEvent:
+        if self._first:
+            return self._first.pop()
         return next(self._events)
 
     def close(self) -> None:

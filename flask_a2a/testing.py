@@ -15,16 +15,24 @@ from werkzeug.test import TestResponse
 
 
 class RPCResponse:
-    """One JSON-RPC answer: the HTTP response plus its decoded body."""
+    """One JSON-RPC answer: the HTTP response plus its decoded body (for a stream holding one
+    event, such as a streaming method's error, that event)."""
 
     def __init__(self, response: TestResponse) -> None:
         self.response = response
         self.status = response.status_code
         self.headers = response.headers
         self.text = response.get_data(as_text=True)
+        self._not_json: str | None = None
         try:
-            self._json: t.Any = json.loads(self.text) if self.text else None
-            self._not_json: str | None = None
+            if response.mimetype == "text/event-stream":
+                # A streaming method's error is a stream of exactly one event: read that one.
+                events = parse_sse(self.text)
+                if len(events) != 1:
+                    raise ValueError(f"{len(events)} events")
+                self._json: t.Any = events[0]
+            else:
+                self._json = json.loads(self.text) if self.text else None
         except ValueError:
             # Something in front of the exchange answered (a CSRF check, an auth hook, a
             # proxy's error page): keep the answer readable and say so when it is used.

@@ -76,3 +76,20 @@ def create_extensions_app() -> Flask:
                                    AgentExtension("https://example.com/ext/citations/v1")]),
     )
     return app
+
+
+def ask(task: TaskContext) -> None:
+    """Asks for a name; the reply "again" asks once more; any other is greeted."""
+    if len(task.history) < 2 or task.message.text == "again":
+        task.require_input("name?")
+        return
+    task.artifact([Part(text=f"hi {task.message.text}")], name="greeting")
+
+
+def create_ask_app() -> Flask:
+    """A skill that pauses for input (SubscribeToTask on a paused task, issue 14 item 5)."""
+    app = Flask(__name__)
+    app.config.from_prefixed_env()
+    A2A(app, skills=[Skill(id="ask", name="Ask", description="Asks a name.", handler=ask)],
+        principal=principal)
+    return app

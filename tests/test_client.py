@@ -390,3 +390,20 @@ def test_sse_reader_handles_split_frames_comments_and_crlf() -> None:
     body = b': keep-alive\r\n\r\ndata: {"a":\r\ndata: 1}\r\n\r\nevent: x\ndata: [2]\n\n'
     chunks = [body[i : i + 3] for i in range(0, len(body), 3)]
     assert list(sse_data(chunks)) == ['{"a":\n1}', "[2]"]
+
+
+def test_subscribe_to_a_paused_task_follows_the_resume(alice: A2AClient) -> None:
+    """#14 item 5: the stream waits through the pause; a streamed refusal raises at the call."""
+    paused = alice.call("greet", "hi")
+    assert paused.status.state is TaskState.INPUT_REQUIRED
+    with alice.subscribe_to_task(paused.id) as events:
+        assert isinstance(next(events), Task)
+        done = alice.call("greet", "Ada", task_id=paused.id)
+        assert done.status.state is TaskState.COMPLETED
+        rest = list(events)
+    assert isinstance(rest[-1], TaskStatusUpdateEvent)
+    assert events.state is TaskState.COMPLETED
+    assert any(isinstance(e, TaskArtifactUpdateEvent) for e in rest)
+    with pytest.raises(TaskNotFoundError) as caught:
+        alice.subscribe_to_task("no-such-task")  # one -32001 event: raised here, not later
+    assert caught.value.metadata == {"taskId": "no-such-task"}

@@ -247,14 +247,15 @@ def test_required_refuses_every_method(make_app: t.Callable[..., Flask], seen: S
         assert_extension_required(client.rpc(method, params))
     # Before the params are read: a malformed call is refused for the extension first.
     assert_extension_required(client.rpc("GetTask", {"id": 5}))
-    # The streaming methods answer it as a plain JSON-RPC error, before any stream opens.
+    # The streaming methods answer it as a stream of one error event (issue 14 item 6),
+    # before anything is written.
     for method, params in [
         ("SendStreamingMessage", {"message": client.message("hi")}),
         ("SubscribeToTask", {"id": task_id}),
     ]:
-        response, _ = client.stream(method, params)
-        assert response.mimetype == "application/json"
-        assert response.get_json()["error"]["code"] == -32008
+        response, events = client.stream(method, params)
+        assert response.mimetype == "text/event-stream"
+        assert [e["error"]["code"] for e in events] == [-32008]
     assert seen.runs == [frozenset({SIGNED})]
     assert client.rpc("ListTasks", {}, headers={"A2A-Extensions": SIGNED}).result[
         "totalSize"] == 1

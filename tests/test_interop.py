@@ -270,3 +270,57 @@ def test_push_config_methods_over_the_sdk(agent: Agent) -> None:
             await client.close()
 
     run(scenario())
+
+
+def test_subscribe_to_a_paused_task_sees_the_completion_over_the_sdk(agent: Agent) -> None:
+    """SubscribeToTask on an INPUT_REQUIRED task stays open through the resume (#14 item 5)."""
+
+    async def scenario() -> None:
+        async with http_client() as http:
+            _, blocking = await connect(http, agent, streaming=False)
+            _, streaming = await connect(http, agent, streaming=True)
+            (first,) = [e async for e in blocking.send_message(
+                SendMessageRequest(message=message("greet")))]
+            task = first.task
+            assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            subscribed = asyncio.Event()
+            seen: list[str] = []
+
+            async def subscriber() -> None:
+                async for event in streaming.subscribe(SubscribeToTaskRequest(id=task.id)):
+                    seen.append(state_of(event))
+                    subscribed.set()
+
+            reader = asyncio.create_task(subscriber())
+            await asyncio.wait_for(subscribed.wait(), 10)
+            reply = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()),
+                            task_id=task.id, parts=[new_text_part("Ada")])
+            (done,) = [e async for e in blocking.send_message(SendMessageRequest(message=reply))]
+            assert done.task.status.state == TaskState.TASK_STATE_COMPLETED
+            await asyncio.wait_for(reader, 10)
+            assert seen[0] == "task:TASK_STATE_INPUT_REQUIRED"
+            assert seen[1:] == ["status:TASK_STATE_WORKING", "artifact_update",
+                                "status:TASK_STATE_COMPLETED"]
+            await blocking.close()
+            await streaming.close()
+
+    run(scenario())
+
+
+def test_streaming_refusals_are_a2a_errors_over_the_sdk(agent: Agent) -> None:
+    """A streamed error event is the SDK's own error class, not a transport error (#14 item 6)."""
+
+    async def scenario() -> None:
+        async with http_client() as http:
+            _, streaming = await connect(http, agent, streaming=True)
+            with pytest.raises(TaskNotFoundError):
+                async for _ in streaming.subscribe(SubscribeToTaskRequest(id="no-such-task")):
+                    pass
+            follow_up = message("echo", "x")
+            follow_up.task_id = "no-such-task"
+            with pytest.raises(TaskNotFoundError):
+                async for _ in streaming.send_message(SendMessageRequest(message=follow_up)):
+                    pass
+            await streaming.close()
+
+    run(scenario())

@@ -149,18 +149,6 @@ def test_keepalive_comment_paces_an_idle_stream(sclient: A2ATestClient, gate: Ga
     assert rest[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
-def test_errors_before_the_first_event_are_plain_json(sclient: A2ATestClient) -> None:
-    missing = sclient.rpc("SubscribeToTask", {"id": "no-such-task"})
-    assert missing.headers["Content-Type"] == "application/json"
-    assert missing.code == -32001
-    done = sclient.send("x", skill="chunks", configuration={"returnImmediately": True})["task"]
-    sclient.rpc("CancelTask", {"id": done["id"]})
-    terminal = sclient.rpc("SubscribeToTask", {"id": done["id"]})
-    assert terminal.code == -32004
-    bad = sclient.rpc("SendStreamingMessage", {"message": {"role": "ROLE_USER"}})
-    assert bad.code == -32602
-
-
 def test_subscribe_is_owner_scoped(sclient: A2ATestClient, gate: Gate) -> None:
     task = sclient.send(skill="gate", configuration={"returnImmediately": True})["task"]
     assert gate.entered.wait(5)
