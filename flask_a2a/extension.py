@@ -58,6 +58,10 @@ class A2AState:
         #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
         self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
 
+    def store(self) -> Store:
+        """The task store (chosen now if it was not yet: see ``store_choice``)."""
+        return chosen_store(self.exchange.store)
+
     def resolve_principal(self) -> Principal | None:
         """Run the host's hook in the current request; a plain string is taken as the owner."""
         found = self.principal_hook()
@@ -223,7 +227,7 @@ class A2A:
 
     def store(self, app: Flask | None = None) -> Store:
         """The task store the exchange uses (chosen now if it was not yet)."""
-        return chosen_store(self.exchange(app).store)
+        return self.state(app).store()
 
     def task_updater(self, task_id: str, app: Flask | None = None) -> TaskUpdater:
         """Continue a handed-off task from outside its run (see ``TaskContext.hand_off``)."""

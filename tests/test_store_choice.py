@@ -17,6 +17,7 @@ from flask_sqlalchemy import SQLAlchemy
 
 from flask_a2a import A2A, Skill, TaskContext
 from flask_a2a.cli import a2a_cli
+from flask_a2a.runner import gevent_patched
 from flask_a2a.store import MemoryStore
 from flask_a2a.store.sql import SQLStore
 from flask_a2a.testing import A2ATestClient
@@ -99,6 +100,8 @@ def test_without_any_database_the_memory_store_is_logged(caplog: pytest.LogCaptu
 
 # ------------------------------------------------------------------ a fork after init_app
 
+plain_fork = pytest.mark.skipif(gevent_patched(), reason="os.fork in a plain process only")
+
 
 def answer_in_a_forked_child(app: Flask) -> dict[str, t.Any]:
     """SendMessage from a child forked after init_app; the child reports the answer and log."""
@@ -126,6 +129,7 @@ def answer_in_a_forked_child(app: Flask) -> dict[str, t.Any]:
     return t.cast(dict[str, t.Any], json.loads(report))
 
 
+@plain_fork
 def test_the_memory_store_refuses_a_process_forked_after_init_app() -> None:
     app = Flask("forked")
     A2A(app, skills=SKILLS, principal=token_principal)
@@ -139,6 +143,7 @@ def test_the_memory_store_refuses_a_process_forked_after_init_app() -> None:
     )
 
 
+@plain_fork
 @pytest.mark.parametrize("how", ["opt-in", "sql"])
 def test_a_forked_process_serves_with_the_opt_in_or_a_shared_store(
     how: str, tmp_path: Path
