@@ -45,8 +45,13 @@ def gunicorn_workers(server: t.Any) -> int:
     return int(server.cfg.workers)
 
 
-def before_gunicorn_serves(server: t.Any, check: t.Callable[[], None]) -> None:
-    """Run ``check`` in each gunicorn worker once the app is loaded, before it serves.
+def served_app(worker: t.Any) -> t.Any:
+    """The WSGI callable a gunicorn worker serves (loaded by the worker, or preloaded)."""
+    return getattr(worker, "wsgi", None) or getattr(worker.app, "callable", None)
+
+
+def before_gunicorn_serves(server: t.Any, check: t.Callable[[t.Any], None]) -> None:
+    """Run ``check(worker)`` in each gunicorn worker once the app is loaded, before it serves.
 
     Chains gunicorn's own hook (the host's ``post_worker_init`` / ``post_fork`` still runs).
     In a worker the config is the worker's own copy, so only that worker is affected; with
@@ -58,7 +63,7 @@ def before_gunicorn_serves(server: t.Any, check: t.Callable[[], None]) -> None:
         after_fork = setting.get()
 
         def post_fork(arbiter: t.Any, worker: t.Any) -> None:
-            check()
+            check(worker)
             after_fork(arbiter, worker)
 
         setting.value = post_fork
@@ -67,7 +72,7 @@ def before_gunicorn_serves(server: t.Any, check: t.Callable[[], None]) -> None:
         after_init = setting.get()
 
         def post_worker_init(worker: t.Any) -> None:
-            check()
+            check(worker)
             after_init(worker)
 
         setting.value = post_worker_init

@@ -81,6 +81,12 @@ class LazyStore:
 
     def chosen(self) -> Store:
         """The store, chosen now if it was not yet; :class:`StoreRefused` if it cannot serve."""
+        store = self.pick()
+        self._check(store)
+        return store
+
+    def pick(self) -> Store:
+        """Choose the store now (once; logged), without asking whether it can serve."""
         store = self._store
         if store is None:
             with self._lock:
@@ -91,7 +97,6 @@ class LazyStore:
                     for callback in self._callbacks:
                         callback(made)
                 store = self._store
-        self._check(store)
         return store
 
     def when_chosen(self, callback: t.Callable[[Store], None]) -> None:
@@ -193,11 +198,15 @@ def store_for(app: Flask, settings: Settings, given: Store | None) -> LazyStore:
     server = processes.gunicorn_server()
     lazy.serving(server)
     if eager:
-        lazy.chosen()  # refuses now, at boot, if it cannot serve several workers
-    elif server is not None:  # choose in each worker before it serves: a refusal fails its boot
+        lazy.pick()  # a bad URL or an unreachable database fails init_app
+    if server is not None:
+        app_ref = weakref.ref(app)
 
-        def boot_check() -> None:
-            lazy.chosen()
+        def boot_check(worker: t.Any) -> None:
+            # Only the app gunicorn serves fails the boot: another app the module built on
+            # the way (never served) would refuse at its first use instead.
+            if processes.served_app(worker) is app_ref():
+                lazy.chosen()
 
         processes.before_gunicorn_serves(server, boot_check)
     return lazy

@@ -214,3 +214,23 @@ def test_the_readmes_two_worker_command_shares_its_tasks(tmp_path: Path) -> None
             assert rpc(server.url, "GetTask", {"id": task_id})["result"]["id"] == task_id
     finally:
         server.stop()
+
+
+@pytest.mark.live
+def test_gunicorn_workers_choose_flask_sqlalchemy_registered_after_a2a(
+    app_database_url: str,
+) -> None:
+    env = {"LATE_DATABASE_URL": app_database_url}
+    server = LiveGunicorn("tests.late_sqlalchemy_app:create_app()", chdir=str(ROOT), workers=2,
+                          env=env)  # fmt: skip
+    try:
+        tasks = [send(server.url)["id"] for _ in range(4)]
+        for task_id in tasks * 3:  # whichever worker answers knows every task
+            assert rpc(server.url, "GetTask", {"id": task_id})["result"]["id"] == task_id
+    finally:
+        server.stop()
+    engine = sa.create_engine(app_database_url)
+    with engine.connect() as conn:
+        stored = conn.execute(sa.text("SELECT id FROM a2a_tasks")).scalars().all()
+    engine.dispose()
+    assert sorted(stored) == sorted(tasks)
