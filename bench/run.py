@@ -187,9 +187,12 @@ class Bench:
                 f"bare-{w}", "bare Flask JSON", gunicorn_command(bare, workers), {},
                 "/echo", '"ok":true', "/bench/ping", workers, "-",
             )
+            # Blocking echoes never ask another worker about a task: two workers may each
+            # keep their own memory store (the opt-in; without it they refuse to boot).
+            memory = {**A2A_ENV, "A2A_ALLOW_MEMORY_STORE_IN_WORKERS": "true"}
             self.throughput(
                 f"a2a-memory-{w}", "flask_a2a SendMessage", gunicorn_command(a2a, workers),
-                dict(A2A_ENV), "/a2a", completed, "/bench/ping", workers, "memory",
+                memory, "/a2a", completed, "/bench/ping", workers, "memory",
             )
             if workers == 1 or self.plan.two_worker_pg:
                 if sql_reason:

@@ -45,6 +45,8 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_DATABASE_URL": None,
     "A2A_STATEMENT_TIMEOUT": 5.0,
     "A2A_SQL_ASYNCHRONOUS_COMMIT": True,
+    "A2A_CREATE_TABLES": True,
+    "A2A_ALLOW_MEMORY_STORE_IN_WORKERS": False,
     "A2A_PUSH_TIMEOUT": 10.0,
     "A2A_ROLE": None,
     "A2A_PUBLIC_BASE_URL": None,
@@ -160,6 +162,10 @@ class Settings:
     database_url: str | None = None
     statement_timeout: float = 5.0
     sql_asynchronous_commit: bool = True
+    #: The SQL store creates its tables when missing; off = migrations own them.
+    create_tables: bool = True
+    #: Serve from the memory store even in several worker processes (each sees only its own).
+    allow_memory_store_in_workers: bool = False
     push_timeout: float = 10.0
     role: str | None = None
     public_base_url: str | None = None

@@ -21,11 +21,12 @@ from .entities import Entity, EntityGate, EntityRegistry
 from .model import Principal
 from .pipeline import HTTPRequest
 from .push import PushSender
+from .replicas import ReplicaWatch, is_shared
 from .router import Skill
 from .runner import Runner, default_runner
 from .server import Exchange
 from .store.base import Store
-from .store.memory import MemoryStore
+from .store_choice import chosen_store, store_for
 from .tasks import TaskUpdater, scrub
 
 if t.TYPE_CHECKING:
@@ -59,6 +60,10 @@ class A2AState:
         #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
         self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
 
+    def store(self) -> Store:
+        """The task store (chosen now if it was not yet: see ``store_choice``)."""
+        return chosen_store(self.exchange.store)
+
     def resolve_principal(self) -> Principal | None:
         """Run the host's hook in the current request; a plain string or int (``user.id``) is
         taken as the owner. Anything else fails the request naming the hook (a log ERROR,
@@ -83,8 +88,9 @@ class A2A:
     :param skills: the hand-written skills (at least one skill overall, or startup fails).
     :param principal: called inside each request after the app's own auth; returns the
         caller's :class:`Principal` (or owner id), or ``None`` to refuse with 401 / -31401.
-    :param store: where tasks live; default: a SQL store on ``A2A_DATABASE_URL``, else on
-        Flask-SQLAlchemy's engine when it is registered, else the in-memory store.
+    :param store: where tasks live. Not given: a SQL store on ``A2A_DATABASE_URL``, else on
+        Flask-SQLAlchemy's engine when it is registered on the app (before or after ``A2A``:
+        the choice is made at first use), else the memory store (one process only).
     :param runner: where handlers run; a gevent pool when the process is monkey-patched,
         threads otherwise.
     :param extended_card: ``extended_card(principal) -> dict | AgentCard`` served by
@@ -157,12 +163,12 @@ class A2A:
                     "choose another A2A_PATH"
                 )
         check_card_config(self._card, settings, self._signing_keys, app)
-        store = self._store if self._store is not None else default_store(app, settings)
+        store = store_for(app, settings, self._store)
         runner = self._runner if self._runner is not None else default_runner(
             settings.run_pool_size
         )
         push = None if settings.disable_push_notifications else PushSender(
-            store,
+            t.cast(Store, store),
             runner.spawn,
             allow_private=settings.allow_private_push,
             timeout=settings.push_timeout,
@@ -179,7 +185,7 @@ class A2A:
         exchange = Exchange(
             settings,
             skills,
-            store,
+            t.cast(Store, store),
             runner,
             extended_card=self._extended_card,
             push=push,
@@ -188,6 +194,7 @@ class A2A:
         # Handlers and job workers use the app as a view does: current_app, db.session.
         exchange.runs.run_context = app.app_context
         exchange.updater_context = lambda: _app_context(app)
+        store.when_chosen(lambda chosen: _watch_replicas(exchange))
         state = A2AState(exchange, self._principal, self._card, self._signing_keys)
         if self._extended_card is not None:
             exchange.extended_card = state.cards.extended_hook(self._extended_card)
@@ -234,6 +241,10 @@ class A2A:
         registry = self.state(app).entities
         return registry.listed_tools(principal) if registry is not None else []
 
+    def store(self, app: Flask | None = None) -> Store:
+        """The task store the exchange uses (chosen now if it was not yet)."""
+        return self.state(app).store()
+
     def task_updater(self, task_id: str, app: Flask | None = None) -> TaskUpdater:
         """Continue a handed-off task from outside its run (see ``TaskContext.hand_off``)."""
         return self.exchange(app).task_updater(task_id)
@@ -259,29 +270,10 @@ class A2A:
         return removed
 
 
-def default_store(app: Flask, settings: Settings) -> Store:
-    """No ``store=``: the SQL store on ``A2A_DATABASE_URL``, else on Flask-SQLAlchemy's engine
-    when it is registered, else the in-memory store."""
-    sqlalchemy_ext = app.extensions.get("sqlalchemy")
-    if not settings.database_url and sqlalchemy_ext is None:
-        return MemoryStore()
-    from .store import SQLStore  # the lazy import names the extra when a driver is missing
-    from .store.sql import engine_from_url
-
-    if settings.database_url:  # our own pool: its connections carry the store's settings
-        engine = engine_from_url(
-            settings.database_url,
-            statement_timeout=settings.statement_timeout,
-            asynchronous_commit=settings.sql_asynchronous_commit,
-        )
-    else:
-        with app.app_context():
-            engine = t.cast(t.Any, sqlalchemy_ext).engine
-    return SQLStore(
-        engine,
-        statement_timeout=settings.statement_timeout,
-        asynchronous_commit=settings.sql_asynchronous_commit,
-    )
+def _watch_replicas(exchange: Exchange) -> None:
+    """A store chosen after the exchange was built: watch other replicas' writes if shared."""
+    if exchange.replicas is None and is_shared(exchange.store):
+        exchange.replicas = exchange.runs.replicas = ReplicaWatch(exchange)
 
 
 #: Every exchange of this process, for the exit hooks (weak: apps may come and go in tests).

@@ -236,3 +236,43 @@ def new_store(
         store.drop()
     for engine in engines:
         engine.dispose()
+
+
+
+@pytest.fixture
+def new_pg_database(pg_engine: t.Any) -> t.Iterator[t.Callable[[], str]]:
+    """``new_pg_database()``: the URL of a new, uniquely named PostgreSQL database (for tests
+    that need the default ``a2a_`` tables or a whole schema to themselves); dropped afterwards."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    admin = pg_engine.execution_options(isolation_level="AUTOCOMMIT")
+    names: list[str] = []
+
+    def create() -> str:
+        name = f"a2a_test_{uuid.uuid4().hex[:12]}"
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        names.append(name)
+        return sa.make_url(pg_url()).set(database=name).render_as_string(hide_password=False)
+
+    yield create
+    with admin.connect() as conn:
+        for name in names:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def new_database(request: pytest.FixtureRequest, tmp_path: t.Any) -> t.Callable[[], str]:
+    """``new_database()``: the URL of an empty database of its own, a SQLite file or (the
+    postgres case) a fresh PostgreSQL database."""
+    if request.param == "postgres":
+        return t.cast(t.Callable[[], str], request.getfixturevalue("new_pg_database"))
+    made = iter(range(1000))
+    return lambda: f"sqlite:///{tmp_path / f'app{next(made)}.db'}"
+
+
+@pytest.fixture
+def app_database_url(new_database: t.Callable[[], str]) -> str:
+    return new_database()

@@ -300,7 +300,7 @@ def build(app: Flask, **options: t.Any) -> t.Any:
 def test_without_a_database_the_store_is_in_memory() -> None:
     app = Flask("plain")
     a2a = build(app)
-    assert isinstance(a2a.exchange(app).store, MemoryStore)
+    assert isinstance(a2a.store(app), MemoryStore)
     a2a.shutdown(1)
 
 
@@ -308,7 +308,7 @@ def test_a2a_database_url_selects_the_sql_store(tmp_path: t.Any) -> None:
     app = Flask("url")
     app.config.update(A2A_DATABASE_URL=f"sqlite:///{tmp_path / 'a2a.db'}", A2A_STATEMENT_TIMEOUT=2)
     a2a = build(app)
-    store = a2a.exchange().store
+    store = a2a.store()
     assert isinstance(store, SQLStore) and store.statement_timeout == 2
     assert A2ATestClient(app, "alice").send("hi")["task"]["status"]["state"] == (
         "TASK_STATE_COMPLETED"
@@ -324,7 +324,7 @@ def test_flask_sqlalchemy_engine_is_used_when_registered(tmp_path: t.Any) -> Non
     app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{tmp_path / 'app.db'}"
     db = SQLAlchemy(app)
     a2a = build(app)
-    store = a2a.exchange().store
+    store = a2a.store()
     with app.app_context():
         assert isinstance(store, SQLStore) and store.engine is db.engine
         assert sa.inspect(db.engine).has_table("a2a_tasks")

@@ -3,7 +3,8 @@
 Two tables (``<prefix>tasks``, ``<prefix>push_configs``) are created if absent (on PostgreSQL
 also ``<prefix>task_counts``, kept by triggers: ``sql_counts``), and an older task table without
 the ``tenant`` or ``scopes`` column gets it on open (its rows then read as a session's, made in
-no tenant). Writes are optimistic: ``UPDATE ... WHERE id = :id AND version = :expected``.
+no tenant). With ``create_tables=False`` migrations make them instead (``flask_a2a.migrations``).
+Writes are optimistic: ``UPDATE ... WHERE id = :id AND version = :expected``.
 ListTasks filters owner, tenant and scope set in SQL and pages by keyset on (status timestamp,
 id); ``totalSize`` is the tiers' counts on PostgreSQL (an indexed ``COUNT`` when the list is
 filtered, and on SQLite), so a page costs O(page).
@@ -43,6 +44,10 @@ _MICRO: t.Final = timedelta(microseconds=1)
 _ID = sa.String(MAX_TASK_ID).with_variant(sa.String(MAX_TASK_ID, collation="C"), "postgresql")
 _CHUNK: t.Final = 500
 _TERMINAL_STATES: t.Final = sorted(s.value for s in TERMINAL_STATES)
+
+
+class MissingTablesError(RuntimeError):
+    """Table creation is off and the store's tables (or columns) are not there."""
 
 
 def _micros(value: datetime) -> int:
@@ -111,6 +116,9 @@ class SQLStore:
     :param asynchronous_commit: on PostgreSQL, the store's own transactions do not wait for
         the WAL flush (about 1 ms per write here); a database crash may lose the last few task
         updates, never corrupt them. Set False for synchronous commits.
+    :param create_tables: create what is missing when the store opens. False: migrations own
+        the tables (:mod:`flask_a2a.migrations`); the store runs no DDL and its first call fails
+        with :class:`MissingTablesError` while they are absent.
     """
 
     filters_scope = True
@@ -124,6 +132,7 @@ class SQLStore:
         statement_timeout: float = 5.0,
         shared: bool | None = None,
         asynchronous_commit: bool = True,
+        create_tables: bool = True,
     ) -> None:
         self.engine = engine
         #: PostgreSQL: commit without waiting for the WAL flush (``synchronous_commit = off``).
@@ -192,7 +201,10 @@ class SQLStore:
         #: Creates arriving while one INSERT runs are stored together by the next.
         self._creates: Rounds[None, dict[str, t.Any]] = Rounds()
         self._statements()
-        self._open()
+        #: The tables are known to be there (made here, or checked once when migrations own them).
+        self._ready = create_tables
+        if create_tables:
+            self._open()
 
     @classmethod
     def from_url(cls, url: str, table_prefix: str = "a2a_", **options: t.Any) -> SQLStore:
@@ -219,6 +231,8 @@ class SQLStore:
     @contextlib.contextmanager
     def _tx(self) -> t.Iterator[Connection]:
         """One short transaction, bounded by the statement timeout."""
+        if not self._ready:
+            self._require_tables()
         if self._autocommits:
             with self.engine.connect() as conn:
                 conn = conn.execution_options(isolation_level="READ COMMITTED")
@@ -234,6 +248,8 @@ class SQLStore:
     def _one(self) -> t.Iterator[Connection]:
         """A call that is one statement: one autocommit round trip on an engine from
         :func:`engine_from_url`; else a bounded transaction."""
+        if not self._ready:
+            self._require_tables()
         if not self._autocommits:
             with self._tx() as conn:
                 yield conn
@@ -242,39 +258,67 @@ class SQLStore:
             yield conn
 
     def _open(self) -> None:
-        """Create what is missing; add ``tenant`` / ``scopes`` to an older task table."""
+        """Create what is missing, in one bounded transaction."""
         with self._tx() as conn:
-            if self.dialect == "postgresql":
-                # Replicas starting together must not race on DDL (DDL is transactional here).
-                key = zlib.crc32(self.tasks.name.encode()) & 0x7FFFFFFF
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+            self.create_tables(conn)
+
+    def _require_tables(self) -> None:
+        """``A2A_CREATE_TABLES`` is off: the first call checks the migrations made the tables."""
+        with self.engine.connect() as conn:
             inspector = sa.inspect(conn)
-            if inspector.has_table(self.tasks.name):
+            missing = [table.name for table in self.metadata.sorted_tables
+                       if not inspector.has_table(table.name)]  # fmt: skip
+            if not missing:
                 present = {col["name"] for col in inspector.get_columns(self.tasks.name)}
-                for name in ("tenant", "scopes"):
-                    if name not in present:
-                        column = self.tasks.c[name]
-                        kind = column.type.compile(dialect=conn.dialect)
-                        conn.exec_driver_sql(
-                            f"ALTER TABLE {conn.dialect.identifier_preparer.quote(self.tasks.name)}"
-                            f" ADD COLUMN {name} {kind}"
-                        )
-                for index in self.indexes:  # an older table may lack them
-                    conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
-            else:
-                self.metadata.create_all(conn, tables=[self.tasks], checkfirst=False)
-            if not inspector.has_table(self.push_configs.name):
-                self.metadata.create_all(conn, tables=[self.push_configs], checkfirst=False)
-            if self.counts is not None and not inspector.has_table(self.counts.name):
-                self.metadata.create_all(conn, tables=[self.counts], checkfirst=False)
-                sql_counts.install(conn, self.tasks, self.counts, self.table_prefix)
+                missing = [f"{self.tasks.name}.{col.name}" for col in self.tasks.columns
+                           if col.name not in present]  # fmt: skip
+        if missing:
+            raise MissingTablesError(
+                f"flask_a2a: the SQL store's {', '.join(missing)} are missing and table creation "
+                "is off (A2A_CREATE_TABLES / create_tables=False): run the migration that calls "
+                "flask_a2a.migrations.create_tables (flask db upgrade), or turn "
+                "A2A_CREATE_TABLES on (docs/storage-and-scaling.md, Migrations)"
+            )
+        self._ready = True
+
+    def create_tables(self, conn: Connection) -> None:
+        """Create what is missing on ``conn`` (in its transaction); add ``tenant`` / ``scopes``
+        to an older task table. Idempotent: a migration may run it over tables the store made."""
+        if self.dialect == "postgresql":
+            # Replicas starting together must not race on DDL (DDL is transactional here).
+            key = zlib.crc32(self.tasks.name.encode()) & 0x7FFFFFFF
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+        inspector = sa.inspect(conn)
+        if inspector.has_table(self.tasks.name):
+            present = {col["name"] for col in inspector.get_columns(self.tasks.name)}
+            for name in ("tenant", "scopes"):
+                if name not in present:
+                    column = self.tasks.c[name]
+                    kind = column.type.compile(dialect=conn.dialect)
+                    conn.exec_driver_sql(
+                        f"ALTER TABLE {conn.dialect.identifier_preparer.quote(self.tasks.name)}"
+                        f" ADD COLUMN {name} {kind}"
+                    )
+            for index in self.indexes:  # an older table may lack them
+                conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
+        else:
+            self.metadata.create_all(conn, tables=[self.tasks], checkfirst=False)
+        if not inspector.has_table(self.push_configs.name):
+            self.metadata.create_all(conn, tables=[self.push_configs], checkfirst=False)
+        if self.counts is not None and not inspector.has_table(self.counts.name):
+            self.metadata.create_all(conn, tables=[self.counts], checkfirst=False)
+            sql_counts.install(conn, self.tasks, self.counts, self.table_prefix)
 
     def drop(self) -> None:
         """Drop the tables (tests, and hosts that remove the exchange)."""
-        with self._tx() as conn:
-            self.metadata.drop_all(conn, checkfirst=True)
-            if self.counts is not None:
-                sql_counts.uninstall(conn, self.table_prefix)
+        with self.engine.begin() as conn:
+            self.drop_tables(conn)
+
+    def drop_tables(self, conn: Connection) -> None:
+        """Drop what :meth:`create_tables` makes, on ``conn`` (a migration's downgrade)."""
+        self.metadata.drop_all(conn, checkfirst=True)
+        if self.counts is not None:
+            sql_counts.uninstall(conn, self.table_prefix)
 
     # -- rows
 
