@@ -12,6 +12,7 @@ nothing else of theirs, so the app decides exactly as it does for its REST API.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import logging
@@ -412,17 +413,23 @@ def dispatch(app: Flask, call: Call, credentials: t.Mapping[str, str]) -> Answer
         headers[:] = response_headers
         return chunks.append
 
-    iterable = app(environ, start_response)
-    try:
-        for chunk in iterable:
-            size += len(chunk)
-            if size > MAX_ANSWER_BYTES:
-                raise AnswerTooLarge(f"the answer is larger than {MAX_ANSWER_BYTES} bytes")
-            chunks.append(chunk)
-    finally:
-        close = getattr(iterable, "close", None)
-        if close is not None:
-            close()
+    def serve() -> None:
+        nonlocal size
+        iterable = app(environ, start_response)
+        try:
+            for chunk in iterable:
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    raise AnswerTooLarge(f"the answer is larger than {MAX_ANSWER_BYTES} bytes")
+                chunks.append(chunk)
+        finally:
+            close = getattr(iterable, "close", None)
+            if close is not None:
+                close()
+
+    # An empty context: the call gets its own app and request context (its own ``g`` and
+    # ``db.session``, torn down as after any request), not the run's.
+    contextvars.Context().run(serve)
     content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
     code = int(status[0].split(" ", 1)[0]) if status else 500
     return Answer(code, content_type.split(";", 1)[0].strip().lower(), b"".join(chunks))
