@@ -21,6 +21,7 @@ from .entities import Entity, EntityGate, EntityRegistry
 from .model import Principal
 from .pipeline import HTTPRequest
 from .push import PushSender
+from .push_secrets import PushSecrets
 from .router import Skill
 from .runner import Runner, default_runner
 from .server import Exchange
@@ -56,6 +57,8 @@ class A2AState:
         self.card = card
         #: The entity tools (None without entities); set by ``init_app``.
         self.entities: EntityRegistry | None = None
+        #: Seals push secrets at rest (None: the memory store, which keeps them in memory).
+        self.push_secrets: PushSecrets | None = None
         #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
         self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
 
@@ -157,7 +160,10 @@ class A2A:
                     "choose another A2A_PATH"
                 )
         check_card_config(self._card, settings, self._signing_keys, app)
+        secrets: PushSecrets | None = PushSecrets(settings.push_secret_key)
         store = self._store if self._store is not None else default_store(app, settings)
+        if isinstance(store, MemoryStore):  # nothing at rest: plaintext in process memory
+            secrets = None
         runner = self._runner if self._runner is not None else default_runner(
             settings.run_pool_size
         )
@@ -170,6 +176,7 @@ class A2A:
             client=self._push_client,
             resolver=self._push_resolver,
             refresh=settings.replica_poll_interval,
+            secrets=secrets,
         )
         registry = EntityRegistry(self._entities, app, self._entity_gate)
         skills = list(self._skills)
@@ -192,6 +199,7 @@ class A2A:
         if self._extended_card is not None:
             exchange.extended_card = state.cards.extended_hook(self._extended_card)
         state.entities = registry
+        state.push_secrets = secrets
         app.extensions["a2a"] = state
         self._states[app] = state
         app.register_blueprint(_blueprint(settings, state.cards))
@@ -243,8 +251,13 @@ class A2A:
         return self.exchange(app).shutdown(timeout)
 
     def export_user_data(self, owner: str, app: Flask | None = None) -> dict[str, t.Any]:
-        """Every task and push config of ``owner``, as JSON-ready data (data export)."""
-        return self.exchange(app).store.export_owner(owner)
+        """Every task and push config of ``owner``, as JSON-ready data (data export); push
+        secrets are opened, as GetTaskPushNotificationConfig answers them."""
+        state = self.state(app)
+        data = state.exchange.store.export_owner(owner)
+        if state.push_secrets is not None and "pushConfigs" in data:
+            data["pushConfigs"] = [state.push_secrets.answer_wire(c) for c in data["pushConfigs"]]
+        return data
 
     def erase_user_data(self, owner: str, app: Flask | None = None) -> int:
         """Delete every task and push config of ``owner``; their runs here are cut.
