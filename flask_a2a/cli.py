@@ -2,7 +2,8 @@
 
 Registered through the ``flask.commands`` entry point, so every app with the extension gets it:
 ``flask --app examples/agent.py a2a skills``. The commands that read the exchange (``card``,
-``skills``, ``tasks``, ``export-user``, ``erase-user``, ``trim``) run in the app's context and
+``skills``, ``tasks``, ``export-user``, ``erase-user``, ``trim``, ``rotate-push-secrets``) run in
+the app's context and
 go through its store; ``call`` is a client and needs no app.
 """
 
@@ -33,7 +34,10 @@ from .model import (
     TaskStatusUpdateEvent,
     Tier,
 )
+from .push_secrets import ROTATE_BATCH, rotate_sql_store
 from .store.base import ListQuery, TaskRecord
+from .store.memory import MemoryStore
+from .store_choice import chosen_store
 
 a2a_cli = AppGroup("a2a", help="Inspect and maintain the A2A task exchange; call A2A agents.")
 
@@ -225,6 +229,45 @@ def _tiers(records: list[TaskRecord]) -> dict[Tier, list[TaskRecord]]:
 
 def _paused(records: list[TaskRecord]) -> int:
     return sum(1 for r in records if r.state.interrupted)
+
+
+# ------------------------------------------------------------------ push secrets
+
+
+@a2a_cli.command("rotate-push-secrets")
+@click.option("--batch-size", type=click.IntRange(min=1), default=ROTATE_BATCH,
+              show_default=True, help="Configs read and rewritten per step.")
+def rotate_push_secrets_command(batch_size: int) -> None:
+    """Re-seal every stored push token and credential under the newest A2A_PUSH_SECRET_KEY.
+
+    Values sealed under an older key, and plaintext stored before a key was set, are rewritten;
+    values already under the newest key are left alone, so running it again changes nothing.
+    Exits 1 when some config opens with no configured key.
+    """
+    from .store.sql import SQLStore
+
+    state = _state()
+    store = chosen_store(state.exchange.store)
+    if isinstance(store, MemoryStore):
+        click.echo("the memory store keeps push secrets in process memory only: nothing to rotate")
+        return
+    if state.push_secrets is None or not state.push_secrets.sealing:
+        raise click.UsageError("A2A_PUSH_SECRET_KEY is not set: there is no key to rotate to")
+    if not isinstance(store, SQLStore):
+        raise click.UsageError(f"{type(store).__name__} cannot be walked by this command")
+    report = rotate_sql_store(store, state.push_secrets, batch_size)
+    moved = f", {report.moved} changed meanwhile (left as written)" if report.moved else ""
+    click.echo(
+        f"rotated {report.rotated} push config(s); {report.current} already under the newest "
+        f"key, {report.unreadable} unreadable{moved}"
+    )
+    if report.unreadable:
+        click.echo(
+            f"{report.unreadable} config(s) open with no configured key: configure the key "
+            "that sealed them, or delete them",
+            err=True,
+        )
+        raise click.exceptions.Exit(1)
 
 
 # ------------------------------------------------------------------ calling an agent

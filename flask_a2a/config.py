@@ -54,7 +54,11 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_JWKS_PATH": "/.well-known/jwks.json",
     "A2A_AUTHORIZATION_SERVERS": (),
     "A2A_SCOPES_SUPPORTED": (),
+    "A2A_PUSH_SECRET_KEY": (),
 }
+
+#: Keys whose values are secrets: a startup error names the key, never the value.
+_SECRET_KEYS: t.Final = frozenset({"A2A_PUSH_SECRET_KEY"})
 
 SEAT_OVERFLOW_POLICIES: t.Final = ("refuse", "evict-oldest")
 
@@ -175,6 +179,8 @@ class Settings:
     #: RFC 9728: issuers of the tokens this resource accepts; non-empty = serve the metadata.
     authorization_servers: tuple[str, ...] = ()
     scopes_supported: tuple[str, ...] = ()
+    #: Fernet keys sealing push tokens and credentials at rest, newest first (``push_secrets``).
+    push_secret_key: tuple[str, ...] = dataclasses.field(default=(), repr=False)
 
     @classmethod
     def from_config(cls, config: t.Mapping[str, t.Any]) -> Settings:
@@ -191,7 +197,8 @@ class Settings:
             problems = t.cast(dict[str, t.Any], exc.messages)
             raise ConfigError(
                 "\n".join(
-                    f"{key}={raw[key]!r} ({type(raw[key]).__name__}): expected {_expected(key)}"
+                    f"{key}={_shown(key, raw[key])} ({type(raw[key]).__name__}): "
+                    f"expected {_expected(key)}"
                     for key in DEFAULTS
                     if key in problems
                 )
@@ -220,6 +227,10 @@ class Settings:
             raise ConfigError(f"A2A_JWKS_PATH must start with '/', got {self.jwks_path!r}")
         if self.role not in (None, "", "agent"):
             raise ConfigError(f"A2A_ROLE must be unset or 'agent', got {self.role!r}")
+
+
+def _shown(key: str, value: t.Any) -> str:
+    return "<hidden>" if key in _SECRET_KEYS else repr(value)
 
 
 def warn_unknown_keys(config: t.Mapping[str, t.Any]) -> None:

@@ -21,11 +21,13 @@ from .entities import Entity, EntityGate, EntityRegistry
 from .model import Principal
 from .pipeline import HTTPRequest
 from .push import PushSender
+from .push_secrets import PushSecrets
 from .replicas import ReplicaWatch, is_shared
 from .router import Skill
 from .runner import Runner, default_runner
 from .server import Exchange
 from .store.base import Store
+from .store.memory import MemoryStore
 from .store_choice import chosen_store, store_for
 from .tasks import TaskUpdater, scrub
 
@@ -57,6 +59,8 @@ class A2AState:
         self.card = card
         #: The entity tools (None without entities); set by ``init_app``.
         self.entities: EntityRegistry | None = None
+        #: Seals push secrets at rest (the memory store keeps them as given, in memory).
+        self.push_secrets: PushSecrets | None = None
         #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
         self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
 
@@ -164,6 +168,11 @@ class A2A:
                 )
         check_card_config(self._card, settings, self._signing_keys, app)
         store = store_for(app, settings, self._store)
+        # The memory store keeps push secrets in process memory only: nothing is at rest.
+        secrets = PushSecrets(
+            settings.push_secret_key,
+            plaintext=lambda: isinstance(chosen_store(store), MemoryStore),
+        )
         runner = self._runner if self._runner is not None else default_runner(
             settings.run_pool_size
         )
@@ -176,6 +185,7 @@ class A2A:
             client=self._push_client,
             resolver=self._push_resolver,
             refresh=settings.replica_poll_interval,
+            secrets=secrets,
         )
         registry = EntityRegistry(self._entities, app, self._entity_gate)
         skills = list(self._skills)
@@ -199,6 +209,7 @@ class A2A:
         if self._extended_card is not None:
             exchange.extended_card = state.cards.extended_hook(self._extended_card)
         state.entities = registry
+        state.push_secrets = secrets
         app.extensions["a2a"] = state
         self._states[app] = state
         app.register_blueprint(_blueprint(settings, state.cards))
@@ -254,8 +265,13 @@ class A2A:
         return self.exchange(app).shutdown(timeout)
 
     def export_user_data(self, owner: str, app: Flask | None = None) -> dict[str, t.Any]:
-        """Every task and push config of ``owner``, as JSON-ready data (data export)."""
-        return self.exchange(app).store.export_owner(owner)
+        """Every task and push config of ``owner``, as JSON-ready data (data export); push
+        secrets are opened, as GetTaskPushNotificationConfig answers them."""
+        state = self.state(app)
+        data = state.exchange.store.export_owner(owner)
+        if state.push_secrets is not None and "pushConfigs" in data:
+            data["pushConfigs"] = [state.push_secrets.answer_wire(c) for c in data["pushConfigs"]]
+        return data
 
     def erase_user_data(self, owner: str, app: Flask | None = None) -> int:
         """Delete every task and push config of ``owner``; their runs here are cut.

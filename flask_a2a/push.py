@@ -33,6 +33,7 @@ from .bus import BusEvent
 from .errors import InvalidParamsError
 from .jsonrpc import encode
 from .model import PushConfig, new_id
+from .push_secrets import PushSecrets
 from .store.base import Store, TaskRecord
 from .tasks import scrub
 from .wire import dump_task
@@ -287,6 +288,8 @@ class PushSender:
 
     :param client: a ``requests.Session`` to post with; guarded as ``ssrf.build_client`` says.
     :param resolver: ``resolver(host) -> [address, ...]`` for both checks (a test seam).
+    :param secrets: seals a config's token and credentials before each store write and opens
+        them after each read (``push_secrets``); None: the store keeps them as given.
     """
 
     def __init__(
@@ -300,8 +303,10 @@ class PushSender:
         client: requests.Session | None = None,
         resolver: ssrf.Resolver | None = None,
         refresh: float = 1.0,
+        secrets: PushSecrets | None = None,
     ) -> None:
         self.store = store
+        self.secrets = secrets
         #: How long a task's config list read for one event serves the next ones.
         self.refresh = refresh
         #: task id -> (monotonic read time, configs). A change made in this process drops the
@@ -335,7 +340,8 @@ class PushSender:
             authentication=params.get("authentication"),
             tenant=params.get("tenant") or None,
         )
-        config = self.store.put_push_config(record.owner, config, self.max_configs_per_task)
+        stored = config if self.secrets is None else self.secrets.seal(config)
+        self.store.put_push_config(record.owner, stored, self.max_configs_per_task)
         self.forget(record.task.id)
         # Read after storing: any write this read misses lists the new config in deliver().
         current = self.store.get_task(record.task.id) or record
@@ -343,6 +349,20 @@ class PushSender:
             body = encode({"task": dump_task(current.task)}).encode()
             self.dispatcher.offer(record.owner, config, current.version, body, False)
         return config
+
+    def get_config(self, task_id: str, config_id: str) -> PushConfig | None:
+        """A stored config as its owner is answered (secrets opened where they can be)."""
+        config = self.store.get_push_config(task_id, config_id)
+        if config is None or self.secrets is None:
+            return config
+        return self.secrets.answer(config)
+
+    def list_configs(self, task_id: str) -> list[PushConfig]:
+        """The task's stored configs as its owner is answered, oldest first."""
+        configs = self.store.list_push_configs(task_id)
+        if self.secrets is None:
+            return configs
+        return [self.secrets.answer(config) for config in configs]
 
     # -- delivery
 
@@ -368,11 +388,18 @@ class PushSender:
         now = time.monotonic()
         known = self._known.get(task_id)
         if known is None or now - known[0] > self.refresh:
-            known = (now, self.store.list_push_configs(task_id))
+            known = (now, self._readable(self.store.list_push_configs(task_id)))
             self._known[task_id] = known
         if final:
             self._known.pop(task_id, None)
         return known[1]
+
+    def _readable(self, configs: list[PushConfig]) -> list[PushConfig]:
+        """Opened configs; one whose secrets do not open gets no delivery (logged once)."""
+        if self.secrets is None:
+            return configs
+        opened = (self.secrets.readable(config) for config in configs)
+        return [config for config in opened if config is not None]
 
     def _send(self, job: _Job) -> None:
         """One POST; every outcome is logged at most once and nothing escapes."""

@@ -672,19 +672,19 @@ class Exchange:
         return wire.dump_push_config(push.register(record, params))
 
     def get_push_config(self, call: Call) -> t.Any:
-        self._push()
+        push = self._push()
         params = wire.load_params(wire.schema(wire.PushConfigRefSchema), call.params)
         record = self.visible_record(params["task_id"], call.principal)
-        config = self.store.get_push_config(record.task.id, params["id"])
+        config = push.get_config(record.task.id, params["id"])
         if config is None:
             raise TaskNotFoundError("Push notification config not found")
         return wire.dump_push_config(config)
 
     def list_push_configs(self, call: Call) -> t.Any:
-        self._push()
+        push = self._push()
         params = wire.load_params(wire.schema(wire.ListPushConfigsRequestSchema), call.params)
         record = self.visible_record(params["task_id"], call.principal)
-        configs = self.store.list_push_configs(record.task.id)
+        configs = push.list_configs(record.task.id)
         size = params.get("page_size") or 100
         start = 0
         if params.get("page_token"):
