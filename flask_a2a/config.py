@@ -40,6 +40,11 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_JWKS_PATH": "/.well-known/jwks.json",
     "A2A_AUTHORIZATION_SERVERS": (),
     "A2A_SCOPES_SUPPORTED": (),
+    "A2A_REDIS_URL": None,
+    "A2A_REDIS_PREFIX": "a2a:",
+    "A2A_REDIS_TIMEOUT": 0.5,
+    "A2A_REDIS_LEASE_TTL": 10.0,
+    "A2A_FLEET_LIMITS": False,
 }
 
 SEAT_OVERFLOW_POLICIES: t.Final = ("refuse", "evict-oldest")
@@ -89,6 +94,16 @@ class Settings:
     #: RFC 9728: issuers of the tokens this resource accepts; non-empty = serve the metadata.
     authorization_servers: tuple[str, ...] = ()
     scopes_supported: tuple[str, ...] = ()
+    #: A Redis bus shared by replicas (the ``redis`` extra); unset = the in-process bus.
+    redis_url: str | None = None
+    #: Every Redis key the bus and the fleet limits use starts with this.
+    redis_prefix: str = "a2a:"
+    #: Seconds any one Redis call may take (connect and read) before it counts as an outage.
+    redis_timeout: float = 0.5
+    #: Seconds a watch or a fleet lease lives without its process's heartbeat.
+    redis_lease_ttl: float = 10.0
+    #: Count run slots and stream seats per owner across every replica (needs the Redis bus).
+    fleet_limits: bool = False
 
     @classmethod
     def from_config(cls, config: t.Mapping[str, t.Any]) -> Settings:
