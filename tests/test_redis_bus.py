@@ -249,3 +249,36 @@ def test_a_redis_that_hangs_costs_a_run_one_timeout_and_one_log_line(
         assert len(mute.accepted) <= 3
     finally:
         mute.close()
+
+
+def test_fleet_limits_count_an_owners_runs_and_streams_across_replicas(
+    make_pair: t.Callable[..., Pair], gate: Gate
+) -> None:
+    pair = make_pair(
+        [Skill(id="gate", name="Gate", description="Waits.", handler=gate.handler)],
+        A2A_FLEET_LIMITS=True, A2A_MAX_CONCURRENT_RUNS_PER_OWNER=1,
+        A2A_MAX_STREAM_SEATS_PER_OWNER=1,
+    )  # fmt: skip
+    task_id = pair.a.send("go", configuration={"returnImmediately": True})["task"]["id"]
+    assert gate.entered.wait(10)
+    refused = pair.b.rpc("SendMessage", {"message": pair.b.message("again")})
+    assert refused.code == -32004
+    other = pair.b.send("bob", configuration={"returnImmediately": True}, token="bob")
+    assert other["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"  # another owner's cap
+
+    with werkzeug_server(pair.app_a) as url_a, werkzeug_server(pair.app_b) as url_b:
+        on_a = SSEReader(url_a + "/a2a", "SubscribeToTask", {"id": task_id})
+        assert "task" in on_a.next()["result"]
+        on_b = SSEReader(url_b + "/a2a", "SubscribeToTask", {"id": task_id})
+        assert on_b.response.status_code == 429  # A's stream holds alice's one seat
+        gate.release.set()
+        assert on_a.rest()[-1]["result"]["statusUpdate"]["status"]["state"] == (
+            "TASK_STATE_COMPLETED"
+        )
+    # Both leases went back with the run and the stream.
+    assert pair.b.send("again")["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_fleet_limits_need_the_redis_bus(make_app: t.Callable[..., Flask]) -> None:
+    with pytest.raises(ValueError, match="A2A_FLEET_LIMITS needs the Redis bus"):
+        make_app(config={"A2A_FLEET_LIMITS": True})
