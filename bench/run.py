@@ -34,7 +34,7 @@ from bench.servers import Server, free_port, gunicorn_command, post_json  # noqa
 DB_URL = os.environ.get(
     "A2A_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
-REDIS_URL = os.environ.get("A2A_REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 SDK_VENV = HERE / ".venv-sdk"
 SDK_SPEC = "a2a-sdk[http-server]==1.3.0"
 TOKEN = "bench-token"
