@@ -5,6 +5,9 @@
   name the owner. ``BENCH_STORE=sql`` puts tasks in PostgreSQL (``A2A_DATABASE_URL``, table
   prefix ``BENCH_TABLE_PREFIX``); the memory store otherwise. Other settings come from
   ``A2A_*`` environment variables (JSON values).
+  A ``ticks`` skill (the fleet section) writes ``N`` artifact chunks ``MS`` ms apart (message
+  text ``"N MS"``), each holding the ``time.monotonic()`` it was written at, once
+  ``POST /bench/go/<task_id>`` says its subscriber is listening.
 - ``bench.apps:create_bare_app()``: a bare Flask JSON endpoint, the ceiling for any Flask code.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import typing as t
 
 from flask import Flask, request
@@ -27,6 +31,8 @@ TOKENS: t.Final = {
 }
 
 GATE = threading.Event()
+#: task id -> set once the fleet section's subscriber listens.
+GO: dict[str, threading.Event] = {}
 
 
 def principal() -> Principal | None:
@@ -44,6 +50,20 @@ def gate(task: TaskContext) -> None:
     while not GATE.wait(0.5):
         task.check()
     task.artifact([Part(text="released")], name="gate")
+
+
+def ticks(task: TaskContext) -> None:
+    count, ms = (int(v) for v in task.message.text.split())
+    if not GO.setdefault(task.id, threading.Event()).wait(30):
+        raise RuntimeError("nobody listened within 30 s")
+    artifact_id = None
+    for _ in range(count):
+        artifact_id = task.artifact(
+            [Part(text=repr(time.monotonic()))], name="ticks", artifact_id=artifact_id,
+            append=artifact_id is not None,
+        )
+        time.sleep(ms / 1000)
+    GO.pop(task.id, None)
 
 
 def env_config() -> dict[str, object]:
@@ -75,6 +95,7 @@ def create_app() -> Flask:
         skills=[
             Skill(id="echo", name="Echo", description="Echo the text.", handler=echo),
             Skill(id="gate", name="Gate", description="Wait for the bench.", handler=gate),
+            Skill(id="ticks", name="Ticks", description="Timed chunks.", handler=ticks),
         ],
         principal=principal,
         store=_store(),
@@ -84,6 +105,11 @@ def create_app() -> Flask:
     def release() -> dict[str, bool]:
         GATE.set()
         return {"released": True}
+
+    @app.post("/bench/go/<task_id>")
+    def go(task_id: str) -> dict[str, bool]:
+        GO.setdefault(task_id, threading.Event()).set()
+        return {"go": True}
 
     @app.get("/bench/ping")
     def ping() -> dict[str, int]:

@@ -118,6 +118,30 @@ def _listing(lst: dict[str, t.Any]) -> list[str]:
     ]
 
 
+def _fleet(f: dict[str, t.Any]) -> list[str]:
+    out = [
+        "## The fleet: two replicas on PostgreSQL",
+        "",
+        ("Event latency across replicas: chunks written on replica A every 20 ms, a "
+         "SubscribeToTask on replica B (one gevent worker each)."),
+        "",
+        "| bus | chunks | reached B | events | p50 ms | p99 ms |",
+        "| --- | --: | --: | --: | --: | --: |",
+    ]
+    for label, row in f.get("latency", {}).items():
+        out.append(f"| {label} | {row['chunks']} | {row['received']} | {row['events']} | "
+                   f"{row['p50_ms']} | {row['p99_ms']} |")  # fmt: skip
+    if f.get("throughput"):
+        out += ["", ("Echo SendMessage on PostgreSQL, concurrency 32 in all (split over the "
+                "replicas, one generator process each):"), "",
+                "| bus | replicas | req/s | p50 ms | p99 ms | bad |",
+                "| --- | --: | --: | --: | --: | --: |"]  # fmt: skip
+        for row in f["throughput"]:
+            out.append(f"| {row['bus']} | {row['replicas']} | {row['rps']:.0f} | "
+                       f"{row['p50_ms']} | {row['p99_ms']} | {row['bad']} |")  # fmt: skip
+    return out
+
+
 def markdown(results: dict[str, t.Any]) -> str:
     env = results.get("environment", {})
     rows: list[Row] = results.get("rows", [])
@@ -142,6 +166,8 @@ def markdown(results: dict[str, t.Any]) -> str:
         out += [""] + _streams(results["streams"])
     if results.get("list"):
         out += [""] + _listing(results["list"])
+    if results.get("fleet"):
+        out += [""] + _fleet(results["fleet"])
     skipped = results.get("skipped") or []
     if skipped:
         out += ["", "## Skipped", ""] + [f"- {s['name']}: {s['reason']}" for s in skipped]

@@ -4,7 +4,8 @@ Servers run one at a time on 127.0.0.1 (the load generator shares the machine wi
 flask_a2a SendMessage echo on ``gunicorn -k gevent`` (memory and PostgreSQL stores, 1 and 2
 workers), a bare Flask JSON endpoint on the same server, and the official A2A SDK's echo agent
 on uvicorn (installed into ``bench/.venv-sdk``). Then idle SubscribeToTask streams held by one
-worker, and ListTasks latency for a small and a large owner on PostgreSQL. Results go to
+worker, ListTasks latency for a small and a large owner on PostgreSQL, and the fleet: two
+replicas on PostgreSQL with the Redis bus or the store poll (bench/fleet.py). Results go to
 ``bench/results/latest.json`` and ``latest.md``. See bench/README.md.
 """
 
@@ -27,12 +28,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import loadgen, report, sections  # noqa: E402
+from bench import fleet, loadgen, report, sections  # noqa: E402
 from bench.servers import Server, free_port, gunicorn_command, post_json  # noqa: E402
 
 DB_URL = os.environ.get(
     "A2A_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 SDK_VENV = HERE / ".venv-sdk"
 SDK_SPEC = "a2a-sdk[http-server]==1.3.0"
 TOKEN = "bench-token"
@@ -78,6 +80,19 @@ def sql_available() -> str | None:
         engine.dispose()
     except Exception as exc:
         return f"PostgreSQL at {DB_URL} does not answer: {exc.__class__.__name__}"
+    return None
+
+
+def redis_available() -> str | None:
+    """None when the redis extra imports and Redis answers; else why not."""
+    try:
+        import redis
+    except ImportError:
+        return "the redis extra is not installed (pip install -e .[redis])"
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_timeout=1, socket_connect_timeout=1).ping()
+    except Exception as exc:
+        return f"Redis at {REDIS_URL} does not answer: {exc.__class__.__name__}"
     return None
 
 
@@ -285,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", nargs="*",
         help="run only rows/sections with these prefixes "
-        "(bare, a2a-memory, a2a-postgres, sdk, streams, list)",
+        "(bare, a2a-memory, a2a-postgres, sdk, streams, list, fleet)",
     )
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
@@ -314,6 +329,14 @@ def main(argv: list[str] | None = None) -> int:
                 bench.skip("list", sql_reason)
             else:
                 bench.results["list"] = sections.list_tasks(bench, DB_URL, plan.list_sizes)
+        if bench.wanted("fleet"):
+            reason = sql_reason or redis_available()
+            if reason:
+                bench.skip("fleet", reason)
+            elif bench.left() < 3 * plan.duration + 40:
+                bench.skip("fleet", f"time bound: {bench.left():.0f}s left")
+            else:
+                bench.results["fleet"] = fleet.run(bench, DB_URL, REDIS_URL, SEND_BODY)
     finally:
         bench.results["elapsed_s"] = round(time.monotonic() - bench.started, 1)
         out = HERE / "results"

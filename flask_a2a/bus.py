@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
+import typing as t
 
 from .model import StreamEvent
 
@@ -26,6 +27,20 @@ class BusEvent:
     final: bool
     #: The task was removed (retention): streams end without an event.
     gone: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class BusHooks:
+    """What a bus shared by several processes needs from its exchange (see ``redis_bus.py``)."""
+
+    #: Runs background work (a greenlet under gevent, a daemon thread otherwise).
+    spawn: t.Callable[[t.Callable[[], None]], None]
+    #: The task's run lives in this process.
+    running: t.Callable[[str], bool]
+    #: Another process settled the task at this version: cut our run of it, if any.
+    settled_elsewhere: t.Callable[[str, int], None]
+    #: The stored task as a stream event (result JSON, version, final), or None when gone.
+    snapshot: t.Callable[[str], tuple[str, int, bool] | None]
 
 
 class Subscription:
@@ -82,13 +97,16 @@ class Bus:
             self._subs.setdefault(task_id, []).append(sub)
         return sub
 
-    def unsubscribe(self, sub: Subscription) -> None:
+    def unsubscribe(self, sub: Subscription) -> bool:
+        """Drop ``sub``; False when it was dropped already."""
         with self._lock:
             subs = self._subs.get(sub.task_id)
-            if subs and sub in subs:
-                subs.remove(sub)
-                if not subs:
-                    del self._subs[sub.task_id]
+            if not subs or sub not in subs:
+                return False
+            subs.remove(sub)
+            if not subs:
+                del self._subs[sub.task_id]
+            return True
 
     def publish(self, event: BusEvent) -> None:
         with self._lock:
@@ -100,3 +118,20 @@ class Bus:
         with self._lock:
             return len(self._subs.get(task_id, ()))
 
+    # -- what a bus shared by replicas adds; the in-process bus has nothing to do
+
+    def bind(self, hooks: BusHooks) -> None:
+        """Wire the bus to its exchange (called once by the exchange)."""
+
+    def listen(self) -> None:
+        """A run started here: a shared bus makes sure it hears foreign settles."""
+
+    def live(self) -> bool:
+        """Events written by other processes arrive through this bus, one by one, right now.
+
+        False here: another process's writes are seen only by polling the store.
+        """
+        return False
+
+    def close(self) -> None:
+        """Stop background work (a shared bus's reader)."""

@@ -55,6 +55,11 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_AUTHORIZATION_SERVERS": (),
     "A2A_SCOPES_SUPPORTED": (),
     "A2A_PUSH_SECRET_KEY": (),
+    "A2A_REDIS_URL": None,
+    "A2A_REDIS_PREFIX": "a2a:",
+    "A2A_REDIS_TIMEOUT": 0.5,
+    "A2A_REDIS_LEASE_TTL": 10.0,
+    "A2A_FLEET_LIMITS": False,
 }
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
@@ -181,6 +186,16 @@ class Settings:
     scopes_supported: tuple[str, ...] = ()
     #: Fernet keys sealing push tokens and credentials at rest, newest first (``push_secrets``).
     push_secret_key: tuple[str, ...] = dataclasses.field(default=(), repr=False)
+    #: A Redis bus shared by replicas (the ``redis`` extra); unset = the in-process bus.
+    redis_url: str | None = None
+    #: Every Redis key the bus and the fleet limits use starts with this.
+    redis_prefix: str = "a2a:"
+    #: Seconds any one Redis call may take (connect and read) before it counts as an outage.
+    redis_timeout: float = 0.5
+    #: Seconds a watch or a fleet lease lives without its process's heartbeat.
+    redis_lease_ttl: float = 10.0
+    #: Count run slots and stream seats per owner across every replica (needs the Redis bus).
+    fleet_limits: bool = False
 
     @classmethod
     def from_config(cls, config: t.Mapping[str, t.Any]) -> Settings:

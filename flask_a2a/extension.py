@@ -15,6 +15,7 @@ import weakref
 from flask import Blueprint, Flask, Response, current_app, has_app_context, request
 
 from .agent_extensions import declared_extensions
+from .bus import Bus
 from .card import PROTECTED_RESOURCE_PATH, AgentCard, CardPublisher, check_card_config
 from .config import DEFAULTS, Settings
 from .entities import Entity, EntityGate, EntityRegistry
@@ -111,6 +112,8 @@ class A2A:
         ``A2A_DISABLE_ENTITY_SKILLS``), re-entering the app with the caller's credentials.
     :param entity_gate: ``gate(principal_or_None, entity, operation) -> bool``; a refused tool
         fails with ``tool unavailable``, and the card lists what an anonymous caller may list.
+    :param bus: the event bus; a :class:`flask_a2a.redis_bus.RedisBus` on ``A2A_REDIS_URL``
+        when that is set, else the in-process bus.
 
     Settings are ``A2A_*`` config keys read once in :meth:`init_app` (docs/configuration.md).
     """
@@ -130,7 +133,9 @@ class A2A:
         push_resolver: t.Callable[[str], t.Sequence[str]] | None = None,
         entities: t.Iterable[Entity] = (),
         entity_gate: EntityGate | None = None,
+        bus: Bus | None = None,
     ) -> None:
+        self._bus = bus
         self._entities = list(entities)
         self._entity_gate = entity_gate
         self._push_client = push_client
@@ -200,11 +205,16 @@ class A2A:
             extended_card=self._extended_card,
             push=push,
             extensions=declared_extensions(self._card.extensions),
+            bus=self._bus if self._bus is not None else default_bus(settings),
         )
         # Handlers and job workers use the app as a view does: current_app, db.session.
         exchange.runs.run_context = app.app_context
         exchange.updater_context = lambda: _app_context(app)
         store.when_chosen(lambda chosen: _watch_replicas(exchange))
+        if settings.fleet_limits:
+            from .fleet_limits import install_fleet_limits
+
+            install_fleet_limits(exchange)
         state = A2AState(exchange, self._principal, self._card, self._signing_keys)
         if self._extended_card is not None:
             exchange.extended_card = state.cards.extended_hook(self._extended_card)
@@ -290,6 +300,20 @@ def _watch_replicas(exchange: Exchange) -> None:
     """A store chosen after the exchange was built: watch other replicas' writes if shared."""
     if exchange.replicas is None and is_shared(exchange.store):
         exchange.replicas = exchange.runs.replicas = ReplicaWatch(exchange)
+
+
+def default_bus(settings: Settings) -> Bus | None:
+    """No ``bus=``: a Redis bus on ``A2A_REDIS_URL`` (the ``redis`` extra), else None (the
+    exchange's own in-process bus)."""
+    if not settings.redis_url:
+        return None
+    try:
+        from .redis_bus import RedisBus
+    except ImportError as exc:
+        raise RuntimeError(
+            "A2A_REDIS_URL needs the redis extra: pip install 'flask-a2a[redis]'"
+        ) from exc
+    return RedisBus.from_settings(settings)
 
 
 #: Every exchange of this process, for the exit hooks (weak: apps may come and go in tests).

@@ -55,7 +55,8 @@ class ReplicaWatch:
         self._running = False
 
     def watch(self) -> None:
-        """A run started: make sure the loop is polling."""
+        """A run started: make sure the loop is polling (and a shared bus is listening)."""
+        self.exchange.bus.listen()
         with self._lock:
             if self._running:
                 return
@@ -74,6 +75,13 @@ class ReplicaWatch:
                 self.check(runs)
             except Exception as exc:  # a store outage must not end the watch
                 log.warning("a2a: replica poll failed: %s", scrub(repr(exc)))
+
+    def check_now(self, run: Run) -> None:
+        """The bus announced a foreign write to ``run``'s task: check it without waiting."""
+        try:
+            self.check([run])
+        except Exception as exc:  # the poll loop tries again
+            log.warning("a2a: replica check failed: %s", scrub(repr(exc)))
 
     def check(self, runs: list[Run]) -> None:
         """Compare each run's last write with the stored row; act on what others wrote."""

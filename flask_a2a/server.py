@@ -18,7 +18,7 @@ from datetime import datetime
 
 from . import jsonrpc, pipeline, wire
 from .agent_extensions import Activation, AgentExtension
-from .bus import Bus, BusEvent, Subscription
+from .bus import Bus, BusEvent, BusHooks, Subscription
 from .config import Settings
 from .errors import (
     ExtendedAgentCardNotConfiguredError,
@@ -98,6 +98,7 @@ class Exchange:
         extended_card: t.Callable[[Principal], t.Any] | None = None,
         push: t.Any = None,
         extensions: t.Iterable[AgentExtension] = (),
+        bus: Bus | None = None,
     ) -> None:
         self.settings = settings
         #: The card's extensions: which ones a request activates, and which it must.
@@ -111,7 +112,8 @@ class Exchange:
             raise ValueError("an A2A exchange needs at least one skill")
         self.store = store
         self.runner = runner
-        self.bus = Bus()
+        #: The in-process bus, or one shared by replicas (``redis_bus.RedisBus``).
+        self.bus = bus if bus is not None else Bus()
         self.seats = Seats(settings.max_stream_seats_per_owner, settings.stream_seat_overflow)
         self.extended_card = extended_card
         #: Push delivery (``push.PushSender``) or None when push notifications are off.
@@ -132,6 +134,12 @@ class Exchange:
         self.runs.replicas = self.replicas
         #: Entered around each read and write of a TaskUpdater (set by the Flask wiring).
         self.updater_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext
+        self.bus.bind(BusHooks(
+            spawn=runner.spawn,
+            running=lambda task_id: self.runs.get(task_id) is not None,
+            settled_elsewhere=self._settled_elsewhere,
+            snapshot=self._stored_event,
+        ))  # fmt: skip
         self.methods: dict[str, Method] = {
             "SendMessage": self.send_message,
             "SendStreamingMessage": self.send_streaming_message,
@@ -576,10 +584,16 @@ class Exchange:
         self, task_id: str, pause: StreamPause | None = None
     ) -> t.Callable[[int], tuple[str, int, bool] | None]:
         """Emit a snapshot when the stored version moved without a local event."""
+        next_poll = [0.0]
 
         def poll(version: int) -> tuple[str, int, bool] | None:
             if self.runs.get(task_id) is not None:
                 return None
+            if self.bus.live():  # other replicas' events arrive one by one: a safety net only
+                now = time.monotonic()
+                if now < next_poll[0]:
+                    return None
+                next_poll[0] = now + self.settings.keepalive_interval
             try:
                 record = self.store.get_task(task_id)
             except Exception as exc:  # a stream outlives a store hiccup; the next poll retries
@@ -598,6 +612,24 @@ class Exchange:
             )
 
         return poll
+
+    def _stored_event(self, task_id: str, version: int = 0) -> tuple[str, int, bool] | None:
+        """The stored task as a stream event, when newer than ``version``."""
+        record = self.store.get_task(task_id)
+        if record is None or record.version <= version:
+            return None
+        return (
+            jsonrpc.encode({"task": wire.dump_task(record.task)}),
+            record.version,
+            is_final(record.state),
+        )
+
+    def _settled_elsewhere(self, task_id: str, version: int) -> None:
+        """The bus says another process settled a task: if it runs here, cut it now."""
+        run = self.runs.get(task_id)
+        replicas = self.replicas
+        if run is not None and replicas is not None and version > run.record.version:
+            self.runner.spawn(lambda: replicas.check_now(run))
 
     def send_streaming_message(self, call: Call) -> Reply:
         message, config = self._message_params(call)
@@ -728,9 +760,12 @@ class Exchange:
         Returns True when every run finished within ``timeout``.
         """
         self.closing = True
-        return self.runs.shutdown(
-            self.settings.shutdown_timeout if timeout is None else timeout
-        )
+        try:
+            return self.runs.shutdown(
+                self.settings.shutdown_timeout if timeout is None else timeout
+            )
+        finally:
+            self.bus.close()
 
 
 class StreamPause:

@@ -3,16 +3,19 @@
 Every replica opens the same PostgreSQL tables: ``A2A_DATABASE_URL`` and the table prefix in
 ``A2A_TEST_TABLE_PREFIX``. Other ``A2A_*`` variables are settings (JSON values).
 ``GET /test/cut/<task_id>`` tells when (``time.monotonic()``, one clock for every process on
-the machine) and how a ``sleepy`` handler ended on this replica.
+the machine) and how a ``sleepy`` handler ended on this replica. ``POST /test/step/<task_id>``
+lets a ``paced`` run write its next chunk(s); ``GET /test/bus`` tells whether the Redis bus
+delivers other replicas' events one by one right now (tests/test_fleet.py).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 import typing as t
 
-from flask import Flask, abort
+from flask import Flask, abort, current_app, request
 
 from examples.agent import principal
 from flask_a2a import A2A, Part, Skill, TaskContext
@@ -20,6 +23,9 @@ from flask_a2a.store.sql import SQLStore, engine_from_url
 
 #: task id -> (monotonic time the handler ended, the exception that ended it).
 CUT: dict[str, tuple[float, str]] = {}
+#: task id -> the steps a ``paced`` run may take.
+STEPS: dict[str, threading.Semaphore] = {}
+PACED_CHUNKS = 10
 
 
 def sleepy(task: TaskContext) -> None:
@@ -43,6 +49,20 @@ def steps(task: TaskContext) -> None:
         task.artifact([Part(text=f"step {i}")], artifact_id=artifact_id, append=True)
 
 
+def paced(task: TaskContext) -> None:
+    """Ten artifact chunks, each written when the test posts a step."""
+    task.working()
+    step = STEPS.setdefault(task.id, threading.Semaphore(0))
+    artifact_id = None
+    for i in range(PACED_CHUNKS):
+        if not step.acquire(timeout=30):
+            raise RuntimeError("no step within 30 s")
+        artifact_id = task.artifact(
+            [Part(text=f"chunk {i}")], name="chunks", artifact_id=artifact_id,
+            append=artifact_id is not None,
+        )  # fmt: skip
+
+
 def create_app() -> Flask:
     app = Flask(__name__)
     app.config.from_prefixed_env()  # FLASK_A2A_* -> A2A_*
@@ -55,6 +75,7 @@ def create_app() -> Flask:
         skills=[
             Skill(id="sleepy", name="Sleepy", description="Sleeps a minute.", handler=sleepy),
             Skill(id="steps", name="Steps", description="Six steps.", handler=steps),
+            Skill(id="paced", name="Paced", description="Ten chunks.", handler=paced),
         ],
         principal=principal,
         store=store,
@@ -66,5 +87,16 @@ def create_app() -> Flask:
             abort(404)
         at, how = CUT[task_id]
         return {"at": at, "how": how, "pid": os.getpid()}
+
+    @app.post("/test/step/<task_id>")
+    def step(task_id: str) -> dict[str, t.Any]:
+        semaphore = STEPS.setdefault(task_id, threading.Semaphore(0))
+        for _ in range(int(request.args.get("n", "1"))):
+            semaphore.release()
+        return {"ok": True}
+
+    @app.get("/test/bus")
+    def bus() -> dict[str, t.Any]:
+        return {"live": current_app.extensions["a2a"].exchange.bus.live(), "pid": os.getpid()}
 
     return app

@@ -105,7 +105,7 @@ def test_a_cancel_on_b_cuts_the_run_on_a_and_its_stream_shows_canceled(
     thread.join(10)
 
     assert not thread.is_alive()
-    assert cut_after < 2 * POLL + 0.5, cut_after
+    assert cut_after < 4 * POLL + 1.0, cut_after  # bounded by the poll, loosely (a loaded CI)
     assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
     stored = replicas.a.rpc("GetTask", {"id": task_id}).result
     assert stored["status"]["state"] == "TASK_STATE_CANCELED"
