@@ -89,6 +89,9 @@ def test_subscribers_on_two_other_replicas_get_every_chunk_and_the_same_sequence
 ) -> None:
     a, b, c = fleet.start(3)
     task_id = a.start("paced")
+    # Both snapshots hold the WORKING task, so both streams start from the same state.
+    assert wait_for(lambda: a.rpc("GetTask", {"id": task_id})["result"]["status"]["state"]
+                    == "TASK_STATE_WORKING")
     on_b, on_c = subscribe(b, task_id), subscribe(c, task_id)
     step(a, task_id, 10)
     seen_b, seen_c = on_b.rest(), on_c.rest()
