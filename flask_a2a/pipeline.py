@@ -15,7 +15,7 @@ import re
 import typing as t
 from urllib.parse import urlsplit
 
-from . import jsonrpc
+from . import jsonrpc, telemetry
 from .agent_extensions import HEADER as EXTENSIONS_HEADER
 from .agent_extensions import Activation
 from .config import Settings
@@ -140,7 +140,9 @@ def handle(
         stream = request.method in streaming
         if extensions is not None:  # -32008 here: before the method writes anything
             activated = extensions.activate(http.headers, request.method)
-        result = method(Call(request.id, request.params, principal, http, activated))
+        with telemetry.exchange_span(request.method, "jsonrpc") as span:
+            result = method(Call(request.id, request.params, principal, http, activated))
+            telemetry.note_result(span, result)
         reply = result if isinstance(result, Reply) else Reply(
             200, list(JSON_HEADERS), jsonrpc.success(request.id, result)
         )
