@@ -235,7 +235,7 @@ def read_body(http: HTTPRequest, settings: Settings) -> bytes:
         raise PayloadTooLargeError()
     if http.content_length is not None and len(body) < http.content_length:
         # gunicorn ends a Content-Length body early, silently, when the client leaves.
-        log.warning(
+        log.info(
             "a2a: request body unreadable: got %d of %d bytes (the client left)",
             len(body), http.content_length,
         )
@@ -250,7 +250,7 @@ def _read(http: HTTPRequest, size: int) -> bytes:
     except Exception as exc:
         if hasattr(exc, "get_response") and getattr(exc, "code", None) != 400:
             raise  # another HTTP answer of the host's (werkzeug's 413 for MAX_CONTENT_LENGTH)
-        log.warning(
+        log.info(
             "a2a: request body unreadable: %s: %s", type(exc).__name__, scrub(str(exc))[:200]
         )
         raise MalformedBodyError() from None
