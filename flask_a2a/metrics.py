@@ -102,6 +102,7 @@ class PrometheusRecorder(Recorder):
         self.store_seconds = Histogram(
             "a2a_store_call_seconds", "Store call latency", ["operation"], buckets=STORE_BUCKETS
         )
+        self._store_children: dict[str, t.Any] = {}
         self.trims = Counter(
             "a2a_retention_trimmed_tasks", "Tasks removed or canceled by retention", ["kind"]
         )
@@ -134,7 +135,10 @@ class PrometheusRecorder(Recorder):
         self.push_drops.labels(reason).inc()
 
     def store_call(self, operation: str, seconds: float) -> None:
-        self.store_seconds.labels(operation).observe(seconds)
+        child = self._store_children.get(operation)
+        if child is None:  # a few operations: each child looked up once (labels() locks)
+            child = self._store_children[operation] = self.store_seconds.labels(operation)
+        child.observe(seconds)
 
     def trimmed(self, kind: str, count: int) -> None:
         if count:

@@ -28,14 +28,22 @@ def observed(name: str, method: F, metrics: Recorder) -> F:
     if name not in OPERATIONS or (not metrics.enabled and not telemetry.AVAILABLE):
         return method
     record = metrics.store_call
+    timed = metrics.enabled
+    recording, perf_counter, span = telemetry.recording, time.perf_counter, telemetry.store_span
 
     def call(*args: t.Any, **kwargs: t.Any) -> t.Any:
-        start = time.perf_counter()
+        traced = recording()
+        if not traced and not timed:
+            return method(*args, **kwargs)
+        start = perf_counter()
         try:
-            with telemetry.store_span(name):
+            if not traced:
+                return method(*args, **kwargs)
+            with span(name):
                 return method(*args, **kwargs)
         finally:
-            record(name, time.perf_counter() - start)
+            if timed:
+                record(name, perf_counter() - start)
 
     call.__name__ = name
     call.__wrapped__ = method  # type: ignore[attr-defined]

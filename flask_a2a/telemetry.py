@@ -13,6 +13,7 @@ or a URL's query.
 
 from __future__ import annotations
 
+import os
 import typing as t
 
 try:
@@ -55,12 +56,26 @@ _tracer: t.Any = None
 _provider: t.Any = None
 
 
+#: A provider is set (it never changes back: OpenTelemetry sets the global provider once).
+_set = False
+#: ``OTEL_PYTHON_TRACER_PROVIDER`` names a provider the API builds at its first lookup.
+_from_env = AVAILABLE and bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER"))
+
+
 def recording() -> bool:
-    """True when the host set a tracer provider (the SDK): spans are worth making."""
-    if trace is None:
+    """True when the host set a tracer provider (the SDK): spans are worth making.
+
+    Until one is set this costs one module attribute read (the API's own lookup reads the
+    environment on every call).
+    """
+    global _set
+    if _set:
+        return True
+    if trace is None or (getattr(trace, "_TRACER_PROVIDER", True) is None and not _from_env):
         return False
     provider = trace.get_tracer_provider()
-    return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    _set = not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    return _set
 
 
 def _get_tracer() -> t.Any:
