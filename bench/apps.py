@@ -8,6 +8,7 @@
   A ``ticks`` skill (the fleet section) writes ``N`` artifact chunks ``MS`` ms apart (message
   text ``"N MS"``), each holding the ``time.monotonic()`` it was written at, once
   ``POST /bench/go/<task_id>`` says its subscriber is listening.
+  ``BENCH_TRACING=1`` sets up an OpenTelemetry SDK tracer provider (the ``--telemetry`` rows).
 - ``bench.apps:create_bare_app()``: a bare Flask JSON endpoint, the ceiling for any Flask code.
 """
 
@@ -87,9 +88,31 @@ def _store() -> t.Any:
     return SQLStore(engine, table_prefix=os.environ["BENCH_TABLE_PREFIX"])
 
 
+def trace_everything() -> None:
+    """``BENCH_TRACING=1``: an SDK tracer provider recording every span, exported in batches to
+    an exporter that drops them (our side of the cost, not a collector's)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    class Dropped(SpanExporter):
+        def export(self, spans: t.Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    trace.set_tracer_provider(provider)
+
+
 def create_app() -> Flask:
     app = Flask(__name__)
     app.config.update(env_config())
+    if os.environ.get("BENCH_TRACING"):
+        trace_everything()
     A2A(
         app,
         skills=[

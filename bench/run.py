@@ -123,7 +123,10 @@ def sdk_version(python: Path) -> str:
 
 
 class Bench:
-    def __init__(self, plan: Plan, generator: str, only: set[str] | None) -> None:
+    def __init__(self, plan: Plan, generator: str, only: set[str] | None,
+                 telemetry: bool = False) -> None:
+        #: Also run the 1-worker memory row with metrics and traces off, and with both on.
+        self.telemetry = telemetry
         self.plan = plan
         self.generator = generator
         self.only = only
@@ -209,6 +212,17 @@ class Bench:
                 f"a2a-memory-{w}", "flask_a2a SendMessage", gunicorn_command(a2a, workers),
                 memory, "/a2a", completed, "/bench/ping", workers, "memory",
             )
+            if workers == 1 and self.telemetry:
+                for suffix, label, extra in (
+                    ("off", "flask_a2a SendMessage, metrics and traces off",
+                     {"A2A_METRICS": "false"}),
+                    ("otel", "flask_a2a SendMessage, metrics and every span recorded",
+                     {"BENCH_TRACING": "1"}),
+                ):
+                    self.throughput(
+                        f"a2a-memory-{w}-{suffix}", label, gunicorn_command(a2a, workers),
+                        {**memory, **extra}, "/a2a", completed, "/bench/ping", workers, "memory",
+                    )
             if workers == 1 or self.plan.two_worker_pg:
                 if sql_reason:
                     if self.wanted(f"a2a-postgres-{w}"):
@@ -302,12 +316,16 @@ def main(argv: list[str] | None = None) -> int:
         help="run only rows/sections with these prefixes "
         "(bare, a2a-memory, a2a-postgres, sdk, streams, list, fleet)",
     )
+    parser.add_argument(
+        "--telemetry", action="store_true",
+        help="also run a2a-memory-1w with metrics and traces off (-off) and both on (-otel)",
+    )
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     generator = loadgen.pick(args.generator)
     os.chdir(ROOT)
     nofile = raise_nofile()
-    bench = Bench(plan, generator, set(args.only) if args.only else None)
+    bench = Bench(plan, generator, set(args.only) if args.only else None, args.telemetry)
     bench.log(f"plan: {'quick' if args.quick else 'full'}; generator {generator}; "
               f"RLIMIT_NOFILE {nofile}; budget {plan.budget:.0f}s")
     sql_reason = sql_available()

@@ -45,6 +45,7 @@ AGENT_ROLE_ENDPOINTS: t.Final = frozenset(
         "a2a.protected_resource",
         "a2a.protected_resource_for_path",
         "a2a.healthz",
+        "a2a.metrics",
     }
 )
 
@@ -319,9 +320,10 @@ class CardPublisher:
         return self.conditional(self.protected_resource(self.base_url() + self.settings.path))
 
     def healthz_view(self) -> Response:
-        closing = self.exchange.closing
-        body = json.dumps({"status": "closing" if closing else "ok"})
-        return Response(body, 503 if closing else 200, mimetype="application/json")
+        from .health import report
+
+        status, body = report(self.exchange)
+        return Response(json.dumps(body), status, mimetype="application/json")
 
     # -- wiring
 

@@ -60,6 +60,8 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_REDIS_TIMEOUT": 0.5,
     "A2A_REDIS_LEASE_TTL": 10.0,
     "A2A_FLEET_LIMITS": False,
+    "A2A_METRICS": True,
+    "A2A_METRICS_PATH": None,
 }
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
@@ -196,6 +198,10 @@ class Settings:
     redis_lease_ttl: float = 10.0
     #: Count run slots and stream seats per owner across every replica (needs the Redis bus).
     fleet_limits: bool = False
+    #: Record Prometheus metrics when prometheus_client is installed (the ``prometheus`` extra).
+    metrics: bool = True
+    #: Serve the metrics text at this path (unset: the host mounts ``metrics_view`` itself).
+    metrics_path: str | None = None
 
     @classmethod
     def from_config(cls, config: t.Mapping[str, t.Any]) -> Settings:
@@ -240,6 +246,8 @@ class Settings:
             raise ConfigError("A2A_BLOCKING_WRITE_DELAY must be 0 (write at once) or positive")
         if not self.jwks_path.startswith("/"):
             raise ConfigError(f"A2A_JWKS_PATH must start with '/', got {self.jwks_path!r}")
+        if self.metrics_path is not None and not self.metrics_path.startswith("/"):
+            raise ConfigError(f"A2A_METRICS_PATH must start with '/', got {self.metrics_path!r}")
         if self.role not in (None, "", "agent"):
             raise ConfigError(f"A2A_ROLE must be unset or 'agent', got {self.role!r}")
 

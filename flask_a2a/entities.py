@@ -25,6 +25,7 @@ from urllib.parse import quote, urlencode
 from flask.testing import EnvironBuilder
 from marshmallow import RAISE, Schema, ValidationError
 
+from .log_fields import fields
 from .model import Part, Principal
 from .router import Skill
 from .tasks import scrub
@@ -575,7 +576,10 @@ class EntityRegistry:
             task.fail(f"entity request failed: {exc}")
             return
         except Exception as exc:
-            log.warning("a2a: entity %s %s failed: %s", entity.name, operation, scrub(repr(exc)))
+            log.warning(
+                "a2a: entity %s %s failed: %s", entity.name, operation, scrub(repr(exc)),
+                extra=fields(task.id, task.skill.id),
+            )
             task.fail("entity request failed: status 500: Internal Server Error")
             return
         if not 200 <= answer.status < 300:

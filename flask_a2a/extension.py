@@ -19,6 +19,7 @@ from .bus import Bus
 from .card import PROTECTED_RESOURCE_PATH, AgentCard, CardPublisher, check_card_config
 from .config import DEFAULTS, Settings
 from .entities import Entity, EntityGate, EntityRegistry
+from .metrics import metrics_view, recorder
 from .model import Principal
 from .pipeline import HTTPRequest
 from .push import PushSender
@@ -172,7 +173,7 @@ class A2A:
                     "choose another A2A_PATH"
                 )
         check_card_config(self._card, settings, self._signing_keys, app)
-        store = store_for(app, settings, self._store)
+        store = store_for(app, settings, self._store, recorder(settings.metrics))
         # The memory store keeps push secrets in process memory only: nothing is at rest.
         secrets = PushSecrets(
             settings.push_secret_key,
@@ -191,6 +192,7 @@ class A2A:
             resolver=self._push_resolver,
             refresh=settings.replica_poll_interval,
             secrets=secrets,
+            metrics=recorder(settings.metrics),
         )
         registry = EntityRegistry(self._entities, app, self._entity_gate)
         skills = list(self._skills)
@@ -412,4 +414,6 @@ def _blueprint(settings: Settings, cards: CardPublisher) -> Blueprint:
     bp = Blueprint("a2a", __name__)
     bp.add_url_rule(settings.path, "exchange", _exchange_view, methods=_ALL_METHODS)
     cards.add_routes(bp)
+    if settings.metrics_path:
+        bp.add_url_rule(settings.metrics_path, "metrics", metrics_view, methods=["GET"])
     return bp

@@ -180,6 +180,7 @@ class FleetSeats(Seats):
         lease = self.leases.take(owner, self.per_owner)
         if lease is None:
             super().release(seat)
+            self.metrics.seat_refused()
             raise StreamSeatsExhaustedError()
         if lease != LOCAL:
             with self._lease_lock:
@@ -220,3 +221,4 @@ def install_fleet_limits(exchange: Exchange) -> None:
             settings.stream_seat_overflow,
             Leases(bus, "seats", spawn),
         )
+        exchange.seats.metrics = exchange.metrics

@@ -15,6 +15,7 @@ import logging
 import threading
 import typing as t
 
+from .log_fields import fields
 from .model import TaskState
 from .store.base import StaleTaskError
 from .tasks import TaskWriter, scrub
@@ -59,10 +60,11 @@ class OwedSettles:
             if len(self._owed) >= MAX_OWED and task_id not in self._owed:
                 dropped = next(iter(self._owed))
                 del self._owed[dropped]
-                log.error("a2a: too many owed settles; task %s stays as stored", dropped)
+                log.error("a2a: too many owed settles; task %s stays as stored", dropped,
+                          extra=fields(dropped))
             self._owed[task_id] = (state, text)
         log.warning("a2a: task %s could not be settled; it is settled %s once the store "
-                    "answers", task_id, state.value)  # fmt: skip
+                    "answers", task_id, state.value, extra=fields(task_id))  # fmt: skip
         self._schedule()
 
     def owed(self) -> list[str]:
@@ -111,7 +113,8 @@ class OwedSettles:
                 try:
                     self._settle(task_id, state, text)
                 except Exception as exc:  # still down: the next try comes
-                    log.warning("a2a: an owed settle failed: %s", scrub(repr(exc)))
+                    log.error("a2a: an owed settle failed: %s", scrub(repr(exc)),
+                              extra=fields(task_id))
                     return
                 with self._lock:
                     if self._owed.get(task_id) == (state, text):

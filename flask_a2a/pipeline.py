@@ -15,7 +15,7 @@ import re
 import typing as t
 from urllib.parse import urlsplit
 
-from . import jsonrpc
+from . import jsonrpc, telemetry
 from .agent_extensions import HEADER as EXTENSIONS_HEADER
 from .agent_extensions import Activation
 from .config import Settings
@@ -140,7 +140,9 @@ def handle(
         stream = request.method in streaming
         if extensions is not None:  # -32008 here: before the method writes anything
             activated = extensions.activate(http.headers, request.method)
-        result = method(Call(request.id, request.params, principal, http, activated))
+        with telemetry.exchange_span(request.method, "jsonrpc") as span:
+            result = method(Call(request.id, request.params, principal, http, activated))
+            telemetry.note_result(span, result)
         reply = result if isinstance(result, Reply) else Reply(
             200, list(JSON_HEADERS), jsonrpc.success(request.id, result)
         )
@@ -233,7 +235,7 @@ def read_body(http: HTTPRequest, settings: Settings) -> bytes:
         raise PayloadTooLargeError()
     if http.content_length is not None and len(body) < http.content_length:
         # gunicorn ends a Content-Length body early, silently, when the client leaves.
-        log.warning(
+        log.info(
             "a2a: request body unreadable: got %d of %d bytes (the client left)",
             len(body), http.content_length,
         )
@@ -248,7 +250,7 @@ def _read(http: HTTPRequest, size: int) -> bytes:
     except Exception as exc:
         if hasattr(exc, "get_response") and getattr(exc, "code", None) != 400:
             raise  # another HTTP answer of the host's (werkzeug's 413 for MAX_CONTENT_LENGTH)
-        log.warning(
+        log.info(
             "a2a: request body unreadable: %s: %s", type(exc).__name__, scrub(str(exc))[:200]
         )
         raise MalformedBodyError() from None

@@ -25,13 +25,16 @@ import logging
 import threading
 import time
 import typing as t
+from urllib.parse import urlsplit
 
 import requests
 
-from . import ssrf
+from . import ssrf, telemetry
 from .bus import BusEvent
 from .errors import InvalidParamsError
 from .jsonrpc import encode
+from .log_fields import fields
+from .metrics import NOOP, Recorder
 from .model import PushConfig, new_id
 from .push_secrets import PushSecrets
 from .store.base import Store, TaskRecord
@@ -49,6 +52,11 @@ _CLOSED_MEMORY: t.Final = 4096
 DROP_LOG_INTERVAL: t.Final = 10.0
 
 Spawn = t.Callable[[t.Callable[[], None]], None]
+#: A drop's log text -> its ``reason`` label.
+DROP_REASONS: t.Final = {
+    "push queues are full": "queues_full",
+    "replaced by the terminal state": "replaced_by_terminal",
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -56,6 +64,8 @@ class _Job:
     config: PushConfig
     version: int
     body: bytes
+    #: The trace context that queued it (the delivery's span is its child).
+    trace: t.Any = None
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -104,7 +114,11 @@ class DropLog:
             collections.OrderedDict()
         )
 
+    #: Counts drops by reason (``a2a_push_dropped_total``); set by the PushSender.
+    metrics: Recorder = NOOP
+
     def dropped(self, owner: str, config: PushConfig, why: str) -> None:
+        self.metrics.push_dropped(DROP_REASONS.get(why, "other"))
         key = (config.task_id, config.id)
         now = self.clock()
         drops = self._pending.get(key)
@@ -130,7 +144,7 @@ class DropLog:
         log.warning(
             "a2a: push notification dropped (%s): task %s config %s owner %s "
             "(%d dropped since the last warning for this config)",
-            why, key[0], scrub(key[1]), scrub(owner), count,
+            why, key[0], scrub(key[1]), scrub(owner), count, extra=fields(key[0]),
         )
 
 
@@ -167,7 +181,7 @@ class Dispatcher:
     ) -> None:
         """Queue one event for one config, start it, or drop it (stale or over a bound)."""
         key = (config.task_id, config.id)
-        job = _Job(config, version, body)
+        job = _Job(config, version, body, telemetry.capture())
         with self._lock:
             lane = self._lanes.get(key)
             if lane is None:
@@ -304,8 +318,10 @@ class PushSender:
         resolver: ssrf.Resolver | None = None,
         refresh: float = 1.0,
         secrets: PushSecrets | None = None,
+        metrics: Recorder = NOOP,
     ) -> None:
         self.store = store
+        self.metrics = metrics
         self.secrets = secrets
         #: How long a task's config list read for one event serves the next ones.
         self.refresh = refresh
@@ -318,6 +334,7 @@ class PushSender:
         self.policy = ssrf.AddressPolicy(resolver, allow_private)
         self.client = ssrf.build_client(client, self.policy)
         self.dispatcher = Dispatcher(self._send, spawn)
+        self.dispatcher.drops.metrics = metrics
 
     # -- configs
 
@@ -402,28 +419,45 @@ class PushSender:
         return [config for config in opened if config is not None]
 
     def _send(self, job: _Job) -> None:
+        """One POST in its span (the receiver's host, the status); counted sent or failed."""
+        config = job.config
+        try:
+            host = urlsplit(config.url).hostname or ""
+        except ValueError:
+            host = ""
+        with telemetry.push_span(job.trace, host, config.task_id) as span:
+            ok = self._post(job, span)
+        self.metrics.push_sent(ok)
+
+    def _post(self, job: _Job, span: telemetry.SpanLike) -> bool:
         """One POST; every outcome is logged at most once and nothing escapes."""
         config = job.config
+        extra = fields(config.task_id)
         try:
             response = self.client.post(config.url, job.body, _headers(config), self.timeout)
         except requests.RequestException as exc:
             log.warning(
                 "a2a: push delivery failed: task %s config %s: %s",
-                config.task_id, scrub(config.id), scrub(exc),
+                config.task_id, scrub(config.id), scrub(exc), extra=extra,
             )
-            return
+            span.set_attribute("error.type", type(exc).__name__)
+            return False
         except Exception as exc:
-            log.error("a2a: push delivery panicked: %s", scrub(repr(exc)))
-            return
+            log.error("a2a: push delivery panicked: %s", scrub(repr(exc)), extra=extra)
+            return False
         try:
             status = int(response.status_code)
+            span.set_attribute("http.response.status_code", status)
             if not 200 <= status < 300:
                 log.warning(
                     "a2a: push delivery got HTTP %d: task %s config %s",
-                    status, config.task_id, scrub(config.id),
+                    status, config.task_id, scrub(config.id), extra=extra,
                 )
+                return False
+            return True
         except Exception as exc:
-            log.error("a2a: push delivery panicked: %s", scrub(repr(exc)))
+            log.error("a2a: push delivery panicked: %s", scrub(repr(exc)), extra=extra)
+            return False
         finally:
             close = getattr(response, "close", None)
             if callable(close):

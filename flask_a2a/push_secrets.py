@@ -24,6 +24,7 @@ import threading
 import typing as t
 
 from .config import ConfigError
+from .log_fields import fields
 from .model import AuthenticationInfo, PushConfig
 from .tasks import scrub
 from .wire import dump_push_config, push_config_from_wire
@@ -194,7 +195,7 @@ class PushSecrets:
         log.error(
             "a2a: push config %s of task %s: its secrets do not open with A2A_PUSH_SECRET_KEY; "
             "it gets no deliveries (configure the key that sealed it, or re-create the config)",
-            scrub(config.id), scrub(config.task_id),
+            scrub(config.id), scrub(config.task_id), extra=fields(config.task_id),
         )
 
 

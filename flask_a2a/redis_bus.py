@@ -201,6 +201,10 @@ class RedisBus(Bus):
         if dropped and self._hooks is not None:
             self._hooks.spawn(lambda: self._resync(dropped))
 
+    def ping(self) -> None:
+        """One round trip (the health route): raises when Redis does not answer."""
+        self.redis.ping()
+
     def live(self) -> bool:
         return (
             self._reader_live and not self._down and time.monotonic() >= self._trusted_at

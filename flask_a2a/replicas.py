@@ -18,6 +18,7 @@ import typing as t
 from . import jsonrpc, wire
 from .bus import Bus, BusEvent
 from .errors import TaskCanceled
+from .log_fields import fields
 from .model import TaskState, TaskStatusUpdateEvent
 from .tasks import Run, is_final, scrub
 
@@ -74,14 +75,15 @@ class ReplicaWatch:
             try:
                 self.check(runs)
             except Exception as exc:  # a store outage must not end the watch
-                log.warning("a2a: replica poll failed: %s", scrub(repr(exc)))
+                log.error("a2a: replica poll failed: %s", scrub(repr(exc)))
 
     def check_now(self, run: Run) -> None:
         """The bus announced a foreign write to ``run``'s task: check it without waiting."""
         try:
             self.check([run])
         except Exception as exc:  # the poll loop tries again
-            log.warning("a2a: replica check failed: %s", scrub(repr(exc)))
+            log.error("a2a: replica check failed: %s", scrub(repr(exc)),
+                      extra=fields(run.task_id, run.record.skill))
 
     def check(self, runs: list[Run]) -> None:
         """Compare each run's last write with the stored row; act on what others wrote."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import typing as t
 
 from .config import Settings
+from .metrics import recorder
 from .model import INTERRUPTED_STATES, TERMINAL_STATES, TaskState, Tier
 from .rounds import RoundFailed, Rounds
 from .store.base import ListQuery, StaleTaskError, Store, TaskRecord
@@ -34,6 +35,8 @@ class Retention:
         self.store = store
         self.writer = writer
         self.forget = forget
+        #: Counts what the bounds removed (``a2a_retention_trimmed_tasks_total``).
+        self.metrics = recorder(settings.metrics)
         #: Concurrent settles in one tier share a trim that starts after all of them.
         self.rounds: Rounds[Tier, None] = Rounds()
 
@@ -68,6 +71,7 @@ class Retention:
             rows = [r for r in self.store.list_tasks(query).records if r.tier == record.tier]
             deleted = [r.task.id for r in rows[keep:]]
             self.store.delete_tasks(deleted)
+        self.metrics.trimmed("deleted", len(deleted))
         for task_id in deleted:
             self.forget(task_id)
 
@@ -85,3 +89,4 @@ class Retention:
                 self.writer.settle(old, TaskState.CANCELED, "canceled: too many paused tasks")
             except StaleTaskError:
                 continue
+            self.metrics.trimmed("canceled", 1)

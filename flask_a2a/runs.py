@@ -14,6 +14,7 @@ import threading
 import time
 import typing as t
 
+from . import telemetry
 from .bus import Bus
 from .config import Settings
 from .errors import (
@@ -28,6 +29,8 @@ from .errors import (
     UnencodableDataError,
     UnsupportedOperationError,
 )
+from .log_fields import fields
+from .metrics import recorder
 from .model import Message, Principal, TaskState
 from .owed import INTERNAL_ERROR, OwedSettles
 from .router import Skill
@@ -61,6 +64,8 @@ class Runs:
         self.bus = bus
         self.writer = writer
         self.slots = RunSlots(settings.max_concurrent_runs_per_owner)
+        #: Prometheus metrics (a no-op without the prometheus extra or with A2A_METRICS off).
+        self.metrics = recorder(settings.metrics)
         #: Polls a shared store for foreign writes to our runs (set by the exchange).
         self.replicas: ReplicaWatch | None = None
         self._runs: dict[str, Run] = {}
@@ -78,9 +83,11 @@ class Runs:
     def claim(self, owner: str) -> None:
         """Take an owner slot and a pool slot, or refuse with -32004 (nothing written)."""
         if not self.slots.acquire(owner):
+            self.metrics.run_refused("owner")
             raise UnsupportedOperationError("maximum concurrent task runs reached")
         if not self.runner.reserve():
             self.slots.release(owner)
+            self.metrics.run_refused("server")
             raise UnsupportedOperationError("maximum concurrent task runs reached (server)")
 
     def unclaim(self, owner: str) -> None:
@@ -97,10 +104,13 @@ class Runs:
         *,
         extensions: t.Iterable[str] = (),
         reveal: bool = False,
+        detached: bool = False,
     ) -> Run:
         """Start the handler on ``record`` (its slots claimed). A record of version 0 is held:
         written when the run settles, or after ``A2A_BLOCKING_WRITE_DELAY``; with ``reveal``
-        (a stream's) at the handler's first change already, and published whole."""
+        (a stream's) at the handler's first change already, and published whole.
+        ``detached``: the request answers before the run ends (its span then starts a trace
+        of its own, linked to the request's)."""
         run = Run(record, self.settings.task_timeout)
         run.reveal = reveal
         context = TaskContext(
@@ -118,43 +128,69 @@ class Runs:
             run.write_timer = self.runner.call_later(
                 self.settings.blocking_write_delay, lambda: self._write_held(run)
             )
-        run.handle = self.runner.start(lambda: self._execute(run, context, skill))
+        parent = telemetry.capture()  # the request's trace context, for the run's span
+        run.handle = self.runner.start(
+            lambda: self._execute(run, context, skill, parent, detached)
+        )
         return run
 
-    def _execute(self, run: Run, context: TaskContext, skill: Skill) -> None:
-        """The body of one run: the handler, then settling what it left open."""
+    def _execute(
+        self, run: Run, context: TaskContext, skill: Skill, parent: t.Any, detached: bool
+    ) -> None:
+        """One run in its span, counted and timed by skill and end state: both are noted
+        before the run is marked done, so a request waiting for it finds them."""
+        started = time.perf_counter()
+        self.metrics.run_started(skill.id)
         try:
-            with run.lock:  # a cancel either lands before this or sees the run started
-                if run.cancelled:
-                    return  # canceled before it started: the handler never runs
-                run.started = True
-            failure: str | None = None
-            try:
-                with self.run_context():
-                    result = skill.handler(context)
-                if result is not None:
-                    context.returned(result)
-            except TaskTimedOut:
-                self._expire(run)  # its own clock ran out before the timer fired
-                return
-            except TaskInterrupted:
-                return  # canceled: whoever cut the run settled the task
-            except UnencodableDataError as exc:
-                failure = f"skill produced data that cannot be sent: {exc}"
-            except HandlerUsageError as exc:  # our own text, naming the fix
-                log.error("a2a: skill %s misused its task: %s", skill.id, scrub(exc))
-                failure = str(exc)
-            except TaskNotStored:  # the store's own words are in the log, never in the task
-                failure = INTERNAL_ERROR
-            except Exception as exc:
-                # Its text can hold SQL, paths or tokens: the log gets it, the caller does not.
-                log.error("a2a: skill %s failed\n%s", skill.id, scrub_exception(exc))
-                failure = HANDLER_FAILED
-            if context.settled and failure is None:
-                return
-            self._settle(run, context, failure)
+            with telemetry.run_span(
+                parent, detached=detached, skill=skill.id, task_id=run.task_id
+            ) as span:
+                try:
+                    self._handle(run, context, skill)
+                finally:
+                    state = run.record.state
+                    telemetry.note_state(span, state)
+                    self.metrics.run_settled(skill.id, state, time.perf_counter() - started)
         finally:
             self._finish(run)
+
+    def _handle(self, run: Run, context: TaskContext, skill: Skill) -> None:
+        """The handler, then settling what it left open."""
+        with run.lock:  # a cancel either lands before this or sees the run started
+            if run.cancelled:
+                return  # canceled before it started: the handler never runs
+            run.started = True
+        failure: str | None = None
+        try:
+            with self.run_context():
+                result = skill.handler(context)
+            if result is not None:
+                context.returned(result)
+        except TaskTimedOut:
+            self._expire(run)  # its own clock ran out before the timer fired
+            return
+        except TaskInterrupted:
+            return  # canceled: whoever cut the run settled the task
+        except UnencodableDataError as exc:
+            failure = f"skill produced data that cannot be sent: {exc}"
+        except HandlerUsageError as exc:  # our own text, naming the fix
+            log.error(
+                "a2a: skill %s misused its task: %s", skill.id, scrub(exc),
+                extra=fields(run.task_id, skill.id),
+            )
+            failure = str(exc)
+        except TaskNotStored:  # the store's own words are in the log, never in the task
+            failure = INTERNAL_ERROR
+        except Exception as exc:
+            # Its text can hold SQL, paths or tokens: the log gets it, the caller does not.
+            log.error(
+                "a2a: skill %s failed\n%s", skill.id, scrub_exception(exc),
+                extra=fields(run.task_id, skill.id),
+            )
+            failure = HANDLER_FAILED
+        if context.settled and failure is None:
+            return
+        self._settle(run, context, failure)
 
     def _settle(self, run: Run, context: TaskContext, failure: str | None) -> None:
         """Settle what the handler left open: COMPLETED, or FAILED with ``failure``. A write
@@ -176,7 +212,10 @@ class Runs:
                 return
             except Exception as exc:  # TaskNotStored (logged), or a bug
                 if not isinstance(exc, TaskNotStored):
-                    log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+                    log.error(
+                        "a2a: run finalize panicked: %s", scrub(repr(exc)),
+                        extra=fields(run.task_id, run.record.skill),
+                    )
         if run.record.version > 0:  # a held task never written does not exist to settle
             self.owed.owe(run.task_id)
 
@@ -190,7 +229,10 @@ class Runs:
                 run.record = self.writer.reveal(run.record)  # a waiting stream shows it
             except Exception as exc:  # the run's next change tries again
                 run.write_due = True
-                log.warning("a2a: writing a held task failed: %s", scrub(repr(exc)))
+                log.error(
+                    "a2a: writing a held task failed: %s", scrub(repr(exc)),
+                    extra=fields(run.task_id, run.record.skill),
+                )
 
     def _finish(self, run: Run) -> None:
         try:
@@ -233,7 +275,10 @@ class Runs:
             except StaleTaskError:
                 pass  # the task is gone (retention, erasure): nothing left to settle
             except Exception as exc:
-                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+                log.error(
+                    "a2a: run finalize panicked: %s", scrub(repr(exc)),
+                    extra=fields(run.task_id, run.record.skill),
+                )
                 if run.record.version > 0:
                     self.owed.owe(run.task_id, TaskState.FAILED, "task timed out")
         return True
@@ -300,7 +345,10 @@ class Runs:
             except A2AError:
                 pass
             except Exception as exc:
-                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+                log.error(
+                    "a2a: run finalize panicked: %s", scrub(repr(exc)),
+                    extra=fields(run.task_id, run.record.skill),
+                )
         if runs:
             log.warning("a2a: shutdown canceled %d live run(s)", len(runs))
         finished = all(run.done.wait(max(0.0, deadline - time.monotonic())) for run in runs)

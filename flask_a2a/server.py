@@ -16,7 +16,7 @@ import time
 import typing as t
 from datetime import datetime
 
-from . import jsonrpc, pipeline, wire
+from . import jsonrpc, pipeline, telemetry, wire
 from .agent_extensions import Activation, AgentExtension
 from .bus import Bus, BusEvent, BusHooks, Subscription
 from .config import Settings
@@ -29,7 +29,9 @@ from .errors import (
     UnsupportedOperationError,
 )
 from .limits import MAX_TASK_ID, unstorable
+from .log_fields import fields
 from .message_params import read_send_params
+from .metrics import recorder
 from .model import (
     Message,
     Principal,
@@ -114,7 +116,11 @@ class Exchange:
         self.runner = runner
         #: The in-process bus, or one shared by replicas (``redis_bus.RedisBus``).
         self.bus = bus if bus is not None else Bus()
-        self.seats = Seats(settings.max_stream_seats_per_owner, settings.stream_seat_overflow)
+        #: Prometheus metrics (a no-op without the prometheus extra or with A2A_METRICS off).
+        self.metrics = recorder(settings.metrics)
+        self.seats = Seats(
+            settings.max_stream_seats_per_owner, settings.stream_seat_overflow, self.metrics
+        )
         self.extended_card = extended_card
         #: Push delivery (``push.PushSender``) or None when push notifications are off.
         self.push = push
@@ -275,6 +281,7 @@ class Exchange:
             )
         routed = route(message, self.skills)
         task_id, context_id = new_id(), message.context_id or new_id()
+        telemetry.annotate(task_id, routed.skill.id if routed.skill is not None else None)
         message = dataclasses.replace(message, task_id=task_id, context_id=context_id)
         now = utcnow()
         if routed.skill is None:
@@ -313,7 +320,8 @@ class Exchange:
             self.store.delete_tasks([task_id])
             raise
         return self._launch(
-            record, message, principal, skill, subscribe, credentials, extensions=extensions
+            record, message, principal, skill, subscribe, credentials, extensions=extensions,
+            detached=bool(config.get("return_immediately")),
         )
 
     def _launch(
@@ -326,12 +334,13 @@ class Exchange:
         credentials: t.Mapping[str, str] | None,
         *,
         extensions: t.Iterable[str] = (),
+        detached: bool = False,
     ) -> Started:
         # Subscribed before the run starts, so a stream misses no event.
         subscription = self.bus.subscribe(record.task.id) if subscribe else None
         run = self.runs.launch(
             record, message, principal, skill, credentials, extensions=extensions,
-            reveal=subscribe and record.version == 0,
+            reveal=subscribe and record.version == 0, detached=detached,
         )
         return Started(record, run, subscription)
 
@@ -360,6 +369,7 @@ class Exchange:
         extensions: t.Iterable[str] = (),
     ) -> Started:
         assert message.task_id is not None
+        telemetry.annotate(message.task_id)
         record = self.visible_record(message.task_id, principal)
         if record.state.terminal:
             raise UnsupportedOperationError(
@@ -398,7 +408,8 @@ class Exchange:
             raise
         self._register_inline_push(record, config)
         return self._launch(
-            record, message, principal, skill, subscribe, credentials, extensions=extensions
+            record, message, principal, skill, subscribe, credentials, extensions=extensions,
+            detached=bool(config.get("return_immediately")),
         )
 
     def _follow_up(
@@ -597,7 +608,7 @@ class Exchange:
             try:
                 record = self.store.get_task(task_id)
             except Exception as exc:  # a stream outlives a store hiccup; the next poll retries
-                log.warning("a2a: stream poll failed: %s", scrub(repr(exc)))
+                log.error("a2a: stream poll failed: %s", scrub(repr(exc)), extra=fields(task_id))
                 return None
             if record is None:
                 # Deleted (by another replica's retention, say): end this process's streams.

@@ -14,6 +14,7 @@ import typing as t
 from . import peer
 from .bus import BusEvent, Subscription
 from .errors import StreamSeatsExhaustedError
+from .metrics import NOOP, Recorder
 from .model import Message, Task
 
 KEEPALIVE: t.Final = ": keep-alive\n\n"
@@ -49,7 +50,11 @@ class Seat:
 
 
 class Seats:
-    def __init__(self, per_owner: int, overflow: str) -> None:
+    #: Counts seats in use and refusals (``a2a_stream_seats_in_use``); set by the exchange.
+    metrics: Recorder = NOOP
+
+    def __init__(self, per_owner: int, overflow: str, metrics: Recorder = NOOP) -> None:
+        self.metrics = metrics
         self.per_owner = per_owner
         self.overflow = overflow
         self._lock = threading.Lock()
@@ -65,11 +70,14 @@ class Seats:
                 if self.overflow != "evict-oldest" or not held:
                     if not held:
                         del self._held[owner]
+                    self.metrics.seat_refused()
                     raise StreamSeatsExhaustedError()
                 evicted = held.pop(0)
                 evicted.released = True
             held.append(seat)
+        self.metrics.seat_taken()
         if evicted is not None:
+            self.metrics.seat_released()
             evicted.evict()
         return seat
 
@@ -78,6 +86,7 @@ class Seats:
             if seat.released:
                 return
             seat.released = True
+            self.metrics.seat_released()
             held = self._held.get(seat.owner, [])
             if seat in held:
                 held.remove(seat)

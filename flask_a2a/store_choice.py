@@ -24,7 +24,9 @@ import weakref
 
 from . import processes
 from .errors import InternalError
+from .metrics import NOOP, Recorder
 from .store.memory import MemoryStore
+from .store_calls import observed
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -64,10 +66,18 @@ class LazyStore:
     """The exchange's store: chosen by ``choose()`` at its first use, then forwarded to.
 
     :param allow_process_local: serve from a one-process store even in several processes.
+    :param metrics: times each store call (with a span per call when traces record).
     """
 
-    def __init__(self, choose: t.Callable[[], Store], *, allow_process_local: bool) -> None:
+    def __init__(
+        self,
+        choose: t.Callable[[], Store],
+        *,
+        allow_process_local: bool,
+        metrics: Recorder = NOOP,
+    ) -> None:
         self._choose = choose
+        self._metrics = metrics
         self._store: Store | None = None
         self._lock = threading.Lock()
         self._allow = allow_process_local
@@ -127,7 +137,8 @@ class LazyStore:
             ) from None
         value = getattr(store, name)
         if getattr(value, "__self__", None) is store:  # a method of the store itself: from now
-            self.__dict__[name] = value  # on a plain attribute (a wrapper's stay dynamic)
+            value = observed(name, value, self._metrics)  # on a plain attribute (timed and
+            self.__dict__[name] = value  # traced when they may record; a wrapper's dynamic)
         return value
 
     # -- processes
@@ -172,7 +183,9 @@ def _gunicorn_reason(server: t.Any) -> str | None:
     return f"this app runs in {workers} gunicorn workers" if workers > 1 else None
 
 
-def store_for(app: Flask, settings: Settings, given: Store | None) -> LazyStore:
+def store_for(
+    app: Flask, settings: Settings, given: Store | None, metrics: Recorder = NOOP
+) -> LazyStore:
     """The store of ``app``'s exchange: ``given``, else ``A2A_DATABASE_URL``'s (both chosen
     now), else Flask-SQLAlchemy's engine or the memory store (chosen at first use)."""
     eager = given is not None or bool(settings.database_url)
@@ -194,7 +207,9 @@ def store_for(app: Flask, settings: Settings, given: Store | None) -> LazyStore:
                 raise RuntimeError("the app of this exchange is gone")
             return _app_store(found, settings)
 
-    lazy = LazyStore(choose, allow_process_local=settings.allow_memory_store_in_workers)
+    lazy = LazyStore(
+        choose, allow_process_local=settings.allow_memory_store_in_workers, metrics=metrics
+    )
     server = processes.gunicorn_server()
     lazy.serving(server)
     if eager:

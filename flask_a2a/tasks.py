@@ -30,6 +30,7 @@ from .errors import (
     UnencodableDataError,
 )
 from .jsonrpc import encode
+from .log_fields import fields
 from .model import (
     Artifact,
     Message,
@@ -169,7 +170,7 @@ def returned_parts(value: object) -> tuple[Part, ...]:
 
 
 @contextlib.contextmanager
-def storing() -> t.Iterator[None]:
+def storing(record: TaskRecord | None = None) -> t.Iterator[None]:
     """A run's write: a store failure reaches the handler as :class:`TaskNotStored`, so the
     driver's text (SQL, hosts) goes to the log only, never into a status message."""
     try:
@@ -177,7 +178,8 @@ def storing() -> t.Iterator[None]:
     except (StaleTaskError, UnencodableDataError):
         raise
     except Exception as exc:
-        log.error("a2a: writing a task failed: %s", scrub(repr(exc)))
+        extra = fields(record.task.id, record.skill) if record is not None else {}
+        log.error("a2a: writing a task failed: %s", scrub(repr(exc)), extra=extra)
         raise TaskNotStored("the task could not be stored") from None
 
 
@@ -267,12 +269,18 @@ class TaskWriter:
             try:
                 self.on_event(new, bus_event)
             except Exception as exc:
-                log.error("a2a: push delivery panicked: %s", scrub(repr(exc)))
+                log.error(
+                    "a2a: push delivery panicked: %s", scrub(repr(exc)),
+                    extra=fields(task.id, new.skill),
+                )
         if final and self.on_final is not None:
             try:
                 self.on_final(new)
             except Exception as exc:
-                log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+                log.error(
+                    "a2a: run finalize panicked: %s", scrub(repr(exc)),
+                    extra=fields(task.id, new.skill),
+                )
         return new
 
     def set_status(
@@ -358,7 +366,7 @@ class Run:
             with self.inbox_ready:
                 if len(self.inbox) + len(new) > INBOX_LIMIT:
                     log.warning("a2a: a run's unread follow-ups passed %d; oldest dropped",
-                                INBOX_LIMIT)
+                                INBOX_LIMIT, extra=fields(self.task_id, record.skill))
                 self.inbox.extend(new)
                 self.inbox_ready.notify_all()
 
@@ -554,11 +562,11 @@ class TaskContext(TaskMutations):
             for attempt in range(_MERGES + 1):
                 task, event = build(run.record.task)
                 if run.record.version == 0 and run.reveal:  # a stream's first change shows it
-                    with storing():
+                    with storing(run.record):
                         run.record = self._writer.reveal(run.record)
                 if event is None:
                     if run.record.version == 0 and run.write_due:  # e.g. hand_off() once WORKING
-                        with storing():
+                        with storing(run.record):
                             run.record = self._writer.store.create_task(run.record)
                     break
                 held = run.record.version == 0 and not run.write_due
@@ -566,7 +574,7 @@ class TaskContext(TaskMutations):
                     run.record = self._writer.hold(run.record, task, event)
                     break
                 try:
-                    with storing():
+                    with storing(run.record):
                         run.record = self._writer.commit(run.record, task, event)
                     break
                 except StaleTaskError as exc:
@@ -660,6 +668,7 @@ class TaskContext(TaskMutations):
             log.warning(
                 "a2a: skill %s returned a %s after its task became %s; the value is dropped",
                 self.skill.id, type(value).__name__, became,
+                extra=fields(self._run.task_id, self.skill.id),
             )
             return
         self.artifact(returned_parts(value), name=self.skill.id)

@@ -6,6 +6,7 @@ Settings come from ``FLASK_A2A_*`` environment variables (Flask's ``from_prefixe
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 
@@ -31,6 +32,8 @@ def echo(task: TaskContext) -> None:
 def create_app() -> Flask:
     app = Flask(__name__)
     app.config.from_prefixed_env()  # FLASK_A2A_KEEPALIVE_INTERVAL=0.5 -> A2A_KEEPALIVE_INTERVAL
+    if os.environ.get("LIVE_LOG_LEVEL"):  # e.g. INFO: the library's INFO lines in the log
+        logging.basicConfig(level=os.environ["LIVE_LOG_LEVEL"])
     A2A(
         app,
         skills=[

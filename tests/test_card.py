@@ -328,7 +328,8 @@ def test_agent_role_serves_only_the_agent(make_app: t.Callable[..., Flask]) -> N
     assert app.config["hits"] == []  # refused before the host's own hooks ran
     assert http.get(CARD_PATH).status_code == 200
     health = http.get("/healthz")
-    assert health.status_code == 200 and health.get_json() == {"status": "ok"}
+    assert health.status_code == 200
+    assert health.get_json() == {"status": "ok", "checks": {"store": "ok"}}
     task = A2ATestClient(app, token="alice").send("hi")["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert A2ATestClient(app).rpc("GetTask", {"id": task["id"]}).status == 401

@@ -219,7 +219,8 @@ def test_a_dropped_stream_frees_its_seat_at_once_werkzeug(
 def gunicorn() -> t.Iterator[LiveGunicorn]:
     server = LiveGunicorn(
         "tests.live_app:create_app()", chdir=str(ROOT),
-        env={"FLASK_A2A_MAX_STREAM_SEATS_PER_OWNER": "1", "FLASK_A2A_KEEPALIVE_INTERVAL": "15"},
+        env={"FLASK_A2A_MAX_STREAM_SEATS_PER_OWNER": "1", "FLASK_A2A_KEEPALIVE_INTERVAL": "15",
+             "LIVE_LOG_LEVEL": "INFO"},  # an abandoned body is an INFO line
     )
     yield server
     server.stop()
