@@ -23,6 +23,9 @@ class RPCResponse:
     """One JSON-RPC answer: the HTTP response plus its decoded body (for a stream holding one
     event, such as a streaming method's error, that event)."""
 
+    #: The binding that answered (REST statuses differ: 400, 404 … where JSON-RPC says 200).
+    binding: t.ClassVar[str] = "jsonrpc"
+
     def __init__(self, response: TestResponse) -> None:
         self.response = response
         self.status = response.status_code
@@ -83,6 +86,8 @@ class RESTResponse(RPCResponse):
     """A REST answer read as the JSON-RPC answer it stands for: a 2xx body (or a stream's one
     event) is the ``result``; a ``google.rpc.Status`` body is an ``error`` whose ``code`` is
     the JSON-RPC code of its ErrorInfo reason and whose ``data`` is its ``details``."""
+
+    binding = "rest"
 
     def __init__(self, response: TestResponse, request_id: int, method: str) -> None:
         super().__init__(response)
@@ -192,9 +197,9 @@ class A2ATestClient:
             for name in in_path:
                 value = rest_params.pop(name, "")
                 path = path.replace("{" + name + "}", quote(str(value), safe=""))
-            tenant = rest_params.pop("tenant", None)
-            if tenant:
-                path = "/" + quote(str(tenant), safe="") + path
+            tenant = rest_params.get("tenant")
+            if isinstance(tenant, str) and tenant:  # any other value stays where it was
+                path = "/" + quote(rest_params.pop("tenant"), safe="") + path
         url = self.rest_path + path
         sent = self.headers(token, headers)
         if verb in ("GET", "DELETE"):
