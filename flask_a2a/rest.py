@@ -163,19 +163,14 @@ def match(path: str, verb: str) -> Route:
         raise MethodNotFoundError(f"No A2A route at {scrub(path)[:100]!r}")
     verbs, path_params = found
     if verb not in verbs:
-        raise RouteMethodNotAllowed(tuple(verbs))
+        allowed = ", ".join(verbs)
+        raise MethodNotAllowedError(
+            f"Method not allowed; use {allowed}", metadata={"allow": allowed}
+        )
     method, body = verbs[verb]
     if tenant:
         path_params = {"tenant": tenant, **path_params}
     return Route(method, path_params, body)
-
-
-class RouteMethodNotAllowed(MethodNotAllowedError):
-    """A REST path asked with a verb it does not take (answered with ``Allow``)."""
-
-    def __init__(self, allowed: tuple[str, ...]) -> None:
-        super().__init__(f"Method not allowed; use {', '.join(allowed)}")
-        self.allowed = allowed
 
 
 def query_params(query: t.Any) -> dict[str, t.Any]:
@@ -291,8 +286,8 @@ def error_reply(error: A2AError) -> Reply:
     """The HTTP answer to a refusal; a streaming route's too (no stream is started)."""
     code, _ = status_of(error)
     headers = list(JSON_HEADERS)
-    if isinstance(error, RouteMethodNotAllowed):
-        headers.append(("Allow", ", ".join(error.allowed)))
+    if isinstance(error, MethodNotAllowedError):
+        headers.append(("Allow", error.metadata.get("allow", _VERBS)))
     elif isinstance(error, UnauthenticatedError):
         headers.append(("WWW-Authenticate", "Bearer"))
     return Reply(code, headers, jsonrpc.encode(error_body(error)))
