@@ -64,6 +64,7 @@ def _ratios(rows: list[Row]) -> list[str]:
     bare1, bare2 = _row(rows, "bare-1w"), _row(rows, "bare-2w")
     mem1, mem2 = _row(rows, "a2a-memory-1w"), _row(rows, "a2a-memory-2w")
     pg1, sdk = _row(rows, "a2a-postgres-1w"), _row(rows, "sdk-1w")
+    rest1 = _row(rows, "a2a-rest-memory-1w")
     intro = (
         "Requests/s at concurrency 32; in brackets the same at c=1, and the ratio of server "
         "CPU per request at c=32, which other load on the machine disturbs less."
@@ -76,6 +77,9 @@ def _ratios(rows: list[Row]) -> list[str]:
         (f"- flask_a2a (memory, 1 worker) / bare Flask (1 worker): "
         f"{_verdict(_ratio(mem1, bare1), 0.5)} [c=1: {_fmt(_ratio(mem1, bare1, 'c1'))}; "
         f"CPU: {_fmt(_cost_ratio(mem1, bare1))}]"),
+        (f"- flask_a2a REST (memory, 1 worker) / JSON-RPC (memory, 1 worker): "
+        f"{_verdict(_ratio(rest1, mem1), 0.9)} [c=1: {_fmt(_ratio(rest1, mem1, 'c1'))}; "
+        f"CPU: {_fmt(_cost_ratio(rest1, mem1))}]"),
         (f"- flask_a2a (memory, 2 workers) / bare Flask (2 workers): "
         f"{_verdict(_ratio(mem2, bare2), 0.5)} [CPU: {_fmt(_cost_ratio(mem2, bare2))}]"),
         (f"- flask_a2a (memory, 1 worker) / a2a-sdk (1 uvicorn worker): "

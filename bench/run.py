@@ -45,6 +45,8 @@ SEND_BODY = json.dumps({
         "parts": [{"text": "hello bench"}], "metadata": {"skill": "echo"},
     }},
 }, separators=(",", ":"))
+#: The same SendMessage over the HTTP+JSON binding: the bare SendMessageRequest.
+REST_SEND_BODY = json.dumps(json.loads(SEND_BODY)["params"], separators=(",", ":"))
 #: Raised caps so 32 concurrent sends of one owner are never refused.
 A2A_ENV: t.Final = {"A2A_MAX_CONCURRENT_RUNS_PER_OWNER": "-1"}
 
@@ -61,8 +63,8 @@ class Plan(t.NamedTuple):
     repeats: int
 
 
-FULL = Plan(8.0, 2.0, 10_000, (1_000, 100_000), 390.0, True, 2)
-QUICK = Plan(2.0, 0.5, 1_000, (1_000, 10_000), 85.0, False, 1)
+FULL = Plan(8.0, 2.0, 10_000, (1_000, 100_000), 475.0, True, 2)
+QUICK = Plan(2.0, 0.5, 1_000, (1_000, 10_000), 100.0, False, 1)
 
 
 def sql_available() -> str | None:
@@ -161,7 +163,8 @@ class Bench:
         return out
 
     def throughput(self, name: str, label: str, command: list[str], env: dict[str, str],
-                   url_path: str, expect: str, ready: str, workers: int, store: str) -> None:
+                   url_path: str, expect: str, ready: str, workers: int, store: str,
+                   body: str = SEND_BODY) -> None:
         if not self.wanted(name):
             return
         need = 2 * self.plan.repeats * self.plan.duration + self.plan.warmup + 8
@@ -171,16 +174,16 @@ class Bench:
         self.log(f"{name}: starting")
         with Server(command, env, ready) as server:
             url = server.base + url_path
-            first = post_json(url, SEND_BODY, TOKEN)
+            first = post_json(url, body, TOKEN)
             if expect not in json.dumps(first, separators=(",", ":")):
                 raise RuntimeError(f"{name}: unexpected answer {first!r:.300}")
-            loadgen.run(self.generator, url, SEND_BODY, TOKEN, expect, 32, self.plan.warmup)
+            loadgen.run(self.generator, url, body, TOKEN, expect, 32, self.plan.warmup)
             row: dict[str, t.Any] = {
                 "name": name, "label": label, "workers": workers, "store": store,
             }
             for conc in (1, 32):
                 trials = [
-                    self.measure(server, url, SEND_BODY, TOKEN, expect, conc, self.plan.duration)
+                    self.measure(server, url, body, TOKEN, expect, conc, self.plan.duration)
                     for _ in range(self.plan.repeats)
                 ]
                 best = max(trials, key=lambda trial: float(trial["rps"]))
@@ -223,6 +226,11 @@ class Bench:
                         f"a2a-memory-{w}-{suffix}", label, gunicorn_command(a2a, workers),
                         {**memory, **extra}, "/a2a", completed, "/bench/ping", workers, "memory",
                     )
+            self.throughput(  # the same echo over the HTTP+JSON binding (docs/rest.md)
+                f"a2a-rest-memory-{w}", "flask_a2a SendMessage (REST)",
+                gunicorn_command(a2a, workers), memory, "/a2a/rest/message:send", completed,
+                "/bench/ping", workers, "memory", body=REST_SEND_BODY,
+            )
             if workers == 1 or self.plan.two_worker_pg:
                 if sql_reason:
                     if self.wanted(f"a2a-postgres-{w}"):
@@ -314,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", nargs="*",
         help="run only rows/sections with these prefixes "
-        "(bare, a2a-memory, a2a-postgres, sdk, streams, list, fleet)",
+        "(bare, a2a-memory, a2a-rest, a2a-postgres, sdk, streams, list, fleet)",
     )
     parser.add_argument(
         "--telemetry", action="store_true",

@@ -40,6 +40,8 @@ _SIGNED_CACHE_SIZE: t.Final = 32
 AGENT_ROLE_ENDPOINTS: t.Final = frozenset(
     {
         "a2a.exchange",
+        "a2a.rest",
+        "a2a.rest_root",
         "a2a.agent_card",
         "a2a.jwks",
         "a2a.protected_resource",
@@ -117,8 +119,11 @@ def build_card(
     push: bool,
     extended: bool,
     include_unlisted: bool = False,
+    rest_url: str | None = None,
+    rest_first: bool = False,
 ) -> dict[str, t.Any]:
-    """The AgentCard in ProtoJSON (without signatures)."""
+    """The AgentCard in ProtoJSON (without signatures); ``rest_url``: the HTTP+JSON
+    interface, listed after the JSON-RPC one unless ``rest_first``."""
     capabilities: dict[str, t.Any] = {
         "streaming": streaming,
         "pushNotifications": push,
@@ -128,16 +133,18 @@ def build_card(
         capabilities["extensions"] = [
             e.to_wire() if isinstance(e, AgentExtension) else dict(e) for e in card.extensions
         ]
+    interfaces = [
+        {"url": endpoint_url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION}
+    ]
+    if rest_url is not None:
+        interfaces.insert(
+            0 if rest_first else 1,
+            {"url": rest_url, "protocolBinding": "HTTP+JSON", "protocolVersion": PROTOCOL_VERSION},
+        )
     out: dict[str, t.Any] = {
         "name": card.name,
         "description": card.description,
-        "supportedInterfaces": [
-            {
-                "url": endpoint_url,
-                "protocolBinding": "JSONRPC",
-                "protocolVersion": PROTOCOL_VERSION,
-            }
-        ],
+        "supportedInterfaces": interfaces,
         "version": card.version,
         "capabilities": capabilities,
         "defaultInputModes": list(card.default_input_modes),
@@ -222,6 +229,7 @@ class CardPublisher:
         self, card: AgentCard | None = None, *, include_unlisted: bool = False
     ) -> dict[str, t.Any]:
         """The card as served: derived fields filled in, signed when keys are configured."""
+        rest = self.settings.rest_mount
         unsigned = build_card(
             card or self.card,
             endpoint_url=self.base_url() + self.settings.path,
@@ -230,6 +238,8 @@ class CardPublisher:
             push=self.exchange.push is not None,
             extended=self.exchange.extended_card is not None,
             include_unlisted=include_unlisted,
+            rest_url=None if rest is None else self.base_url() + rest,
+            rest_first=self.settings.preferred_binding == "HTTP+JSON",
         )
         return self.sign(unsigned)
 

@@ -62,12 +62,16 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_FLEET_LIMITS": False,
     "A2A_METRICS": True,
     "A2A_METRICS_PATH": None,
+    "A2A_REST_PATH": None,
+    "A2A_PREFERRED_BINDING": "JSONRPC",
 }
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
 _SECRET_KEYS: t.Final = frozenset({"A2A_PUSH_SECRET_KEY"})
 
 SEAT_OVERFLOW_POLICIES: t.Final = ("refuse", "evict-oldest")
+#: ``protocolBinding`` names of the interfaces the card can list first.
+BINDINGS: t.Final = ("JSONRPC", "HTTP+JSON")
 
 #: Keys where the spec says "0 = the default".
 _ZERO_IS_DEFAULT: t.Final = (
@@ -202,6 +206,19 @@ class Settings:
     metrics: bool = True
     #: Serve the metrics text at this path (unset: the host mounts ``metrics_view`` itself).
     metrics_path: str | None = None
+    #: Where the HTTP+JSON (REST) binding is mounted; None = ``A2A_PATH`` + ``/rest``,
+    #: ``""`` = not served (see :attr:`rest_mount`).
+    rest_path: str | None = None
+    #: The interface the card lists first (clients such as the official SDK take the first
+    #: one they support): ``JSONRPC`` or ``HTTP+JSON``.
+    preferred_binding: str = "JSONRPC"
+
+    @property
+    def rest_mount(self) -> str | None:
+        """The REST binding's path prefix, or None when it is off."""
+        if self.rest_path is None:
+            return self.path.rstrip("/") + "/rest"
+        return self.rest_path.rstrip("/") or None
 
     @classmethod
     def from_config(cls, config: t.Mapping[str, t.Any]) -> Settings:
@@ -250,6 +267,21 @@ class Settings:
             raise ConfigError(f"A2A_METRICS_PATH must start with '/', got {self.metrics_path!r}")
         if self.role not in (None, "", "agent"):
             raise ConfigError(f"A2A_ROLE must be unset or 'agent', got {self.role!r}")
+        if self.rest_path and not self.rest_path.startswith("/"):
+            raise ConfigError(
+                f"A2A_REST_PATH must start with '/' (or be '' to turn REST off), "
+                f"got {self.rest_path!r}"
+            )
+        if self.rest_path and self.rest_path.rstrip("/") in ("", self.path.rstrip("/")):
+            raise ConfigError(
+                f"A2A_REST_PATH {self.rest_path!r} must differ from A2A_PATH and from '/'"
+            )
+        if self.preferred_binding not in BINDINGS:
+            raise ConfigError(
+                f"A2A_PREFERRED_BINDING must be one of {BINDINGS}, got {self.preferred_binding!r}"
+            )
+        if self.preferred_binding == "HTTP+JSON" and self.rest_mount is None:
+            raise ConfigError("A2A_PREFERRED_BINDING is HTTP+JSON but A2A_REST_PATH turns REST off")
 
 
 def _shown(key: str, value: t.Any) -> str:

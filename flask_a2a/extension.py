@@ -21,7 +21,7 @@ from .config import DEFAULTS, Settings
 from .entities import Entity, EntityGate, EntityRegistry
 from .metrics import metrics_view, recorder
 from .model import Principal
-from .pipeline import HTTPRequest
+from .pipeline import HTTPRequest, Reply
 from .push import PushSender
 from .push_secrets import PushSecrets
 from .replicas import ReplicaWatch, is_shared
@@ -171,6 +171,12 @@ class A2A:
                 raise RuntimeError(
                     f"A2A_PATH {settings.path!r} is already routed to {rule.endpoint!r}; "
                     "choose another A2A_PATH"
+                )
+            if settings.rest_mount is not None and rule.rule.startswith(settings.rest_mount + "/"):
+                raise RuntimeError(
+                    f"A2A_REST_PATH {settings.rest_mount!r} already holds the route "
+                    f"{rule.rule!r} ({rule.endpoint!r}); choose another A2A_REST_PATH, "
+                    "or '' to serve no REST binding"
                 )
         check_card_config(self._card, settings, self._signing_keys, app)
         store = store_for(app, settings, self._store, recorder(settings.metrics))
@@ -345,6 +351,7 @@ def _exempt_from_csrf(app: Flask) -> None:
     exempt = getattr(app.extensions.get("csrf"), "exempt", None)
     if exempt is not None:
         exempt(_exchange_view)
+        exempt(_rest_view)
 
 
 def _exempt_from_csrf_hook() -> None:
@@ -367,7 +374,17 @@ def _state() -> A2AState:
 
 def _exchange_view() -> Response:
     state = _state()
-    http = HTTPRequest(
+    return _answer(state, state.exchange.handle(_http_request(state)))
+
+
+def _rest_view(route: str = "") -> Response:
+    """The HTTP+JSON binding: every path below ``A2A_REST_PATH`` (``rest.py`` routes it)."""
+    state = _state()
+    return _answer(state, state.exchange.handle_rest(_http_request(state), route))
+
+
+def _http_request(state: A2AState) -> HTTPRequest:
+    return HTTPRequest(
         method=request.method,
         headers=request.headers,
         host=request.host,
@@ -379,7 +396,9 @@ def _exchange_view() -> Response:
         client_socket=request.environ.get("gunicorn.socket")
         or request.environ.get("werkzeug.socket"),
     )
-    reply = state.exchange.handle(http)
+
+
+def _answer(state: A2AState, reply: Reply) -> Response:
     if reply.status == 401 and state.settings.authorization_servers:
         # RFC 9728 §5.1: point the client at the protected-resource metadata.
         metadata = state.cards.base_url() + PROTECTED_RESOURCE_PATH + state.settings.path
@@ -413,6 +432,11 @@ def _principal_refresher() -> t.Callable[[], Principal | None]:
 def _blueprint(settings: Settings, cards: CardPublisher) -> Blueprint:
     bp = Blueprint("a2a", __name__)
     bp.add_url_rule(settings.path, "exchange", _exchange_view, methods=_ALL_METHODS)
+    if settings.rest_mount is not None:
+        bp.add_url_rule(settings.rest_mount, "rest_root", _rest_view, methods=_ALL_METHODS)
+        bp.add_url_rule(
+            settings.rest_mount + "/<path:route>", "rest", _rest_view, methods=_ALL_METHODS
+        )
     cards.add_routes(bp)
     if settings.metrics_path:
         bp.add_url_rule(settings.metrics_path, "metrics", metrics_view, methods=["GET"])

@@ -5,6 +5,7 @@
 design.md §4 gives: method, Origin gate (before the body is read), body cap, content type,
 strict JSON-RPC envelope, principal, ``A2A-Version``, method table. The Flask wiring in
 ``extension.py`` only adapts those two types; a server built by hand on Werkzeug can do the same.
+The HTTP+JSON binding (``rest.py``) runs the same steps through the same functions here.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class Reply:
 
 
 class Call(t.NamedTuple):
-    """One JSON-RPC call after the envelope checks."""
+    """One method call after the binding's checks (a JSON-RPC envelope, or a REST route)."""
 
     id: jsonrpc.RequestId
     params: dict[str, t.Any]
@@ -99,6 +100,9 @@ class Call(t.NamedTuple):
     http: HTTPRequest
     #: The card's extensions this request activated (``A2A-Extensions``), in the card's order.
     extensions: tuple[str, ...] = ()
+    #: The binding the call came in on: ``"jsonrpc"``, or ``"rest"`` (``rest.py``), whose
+    #: stream events are bare StreamResponse objects, not JSON-RPC responses.
+    binding: str = "jsonrpc"
 
 
 Method = t.Callable[[Call], t.Any]
@@ -129,10 +133,7 @@ def handle(
             request_id = exc.request_id
             raise exc.error from None
         request_id = request.id
-        principal = http.resolve_principal()
-        if principal is None:
-            raise UnauthenticatedError()
-        check_principal(principal)  # an owner or tenant no store can hold: -32602
+        principal = authenticate(http)
         check_version(http)
         method = methods.get(request.method)
         if method is None:
@@ -149,10 +150,27 @@ def handle(
     except A2AError as exc:
         reply = error_reply(request_id, exc, stream=stream)
     except Exception as exc:
-        if hasattr(exc, "get_response"):
-            raise  # already an HTTP answer (werkzeug's abort(), a client that left)
-        log.error("a2a: request failed\n%s", scrub_exception(exc))
-        reply = error_reply(request_id, InternalError(), stream=stream)
+        reply = error_reply(request_id, internal_error(exc), stream=stream)
+    return finish(http, reply, activated)
+
+def authenticate(http: HTTPRequest) -> Principal:
+    """The caller, or 401 / -31401; an owner or tenant no store can hold is -32602."""
+    principal = http.resolve_principal()
+    if principal is None:
+        raise UnauthenticatedError()
+    check_principal(principal)
+    return principal
+
+def internal_error(exc: Exception) -> A2AError:
+    """What the caller is told of an unexpected exception (logged, scrubbed, here); an HTTP
+    answer already made (werkzeug's abort(), a client that left) is raised on."""
+    if hasattr(exc, "get_response"):
+        raise exc
+    log.error("a2a: request failed\n%s", scrub_exception(exc))
+    return InternalError()
+
+def finish(http: HTTPRequest, reply: Reply, activated: t.Sequence[str]) -> Reply:
+    """The headers every answer of either binding carries: activated extensions, CORS."""
     if activated:
         reply.headers.append((EXTENSIONS_HEADER, ",".join(activated)))
     origin = http.headers.get("Origin")
@@ -163,17 +181,22 @@ def handle(
             reply.headers.append(("Access-Control-Expose-Headers", EXTENSIONS_HEADER))
     return reply
 
-def preflight(http: HTTPRequest, settings: Settings) -> Reply:
+def preflight(
+    http: HTTPRequest,
+    settings: Settings,
+    methods: str = "POST",
+    refuse: t.Callable[[A2AError], Reply] | None = None,
+) -> Reply:
     """A browser's CORS preflight from an origin the gate lets through."""
     try:
         check_origin(http, settings)
     except ForbiddenOriginError as exc:
-        return error_reply(jsonrpc.NO_ID, exc)
+        return refuse(exc) if refuse is not None else error_reply(jsonrpc.NO_ID, exc)
     return Reply(
         204,
         [
             ("Access-Control-Allow-Origin", str(http.headers.get("Origin"))),
-            ("Access-Control-Allow-Methods", "POST"),
+            ("Access-Control-Allow-Methods", methods),
             ("Access-Control-Allow-Headers",
              "Authorization, Content-Type, A2A-Version, A2A-Extensions, X-API-Key"),
             ("Access-Control-Max-Age", "600"),

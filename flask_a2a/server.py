@@ -16,7 +16,7 @@ import time
 import typing as t
 from datetime import datetime
 
-from . import jsonrpc, pipeline, telemetry, wire
+from . import jsonrpc, pipeline, rest, telemetry, wire
 from .agent_extensions import Activation, AgentExtension
 from .bus import Bus, BusEvent, BusHooks, Subscription
 from .config import Settings
@@ -163,6 +163,10 @@ class Exchange:
     def handle(self, http: HTTPRequest) -> Reply:
         """Run one request through the HTTP pipeline (``pipeline.handle``) to this method table."""
         return pipeline.handle(http, self.settings, self.methods, self.extensions)
+
+    def handle_rest(self, http: HTTPRequest, path: str) -> Reply:
+        """Run one HTTP+JSON request (``path`` below ``A2A_REST_PATH``) to the same methods."""
+        return rest.handle(http, path, self.settings, self.methods, self.extensions)
 
     # ------------------------------------------------------------------ reading tasks
 
@@ -542,6 +546,8 @@ class Exchange:
         request_id_json = jsonrpc.encode_id(call.id)
 
         def wrap(result_json: str) -> str:
+            if call.binding == "rest":  # HTTP+JSON: each event is the bare StreamResponse
+                return result_json
             return '{"jsonrpc":"2.0","id":' + request_id_json + ',"result":' + result_json + "}"
 
         principal = call.principal

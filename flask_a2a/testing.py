@@ -2,6 +2,10 @@
 
 >>> client = A2ATestClient(app, token="alice-token")
 >>> task = client.send("hello", skill="echo")["task"]
+
+With ``binding="rest"`` the same ``rpc()`` and ``stream()`` calls go over the HTTP+JSON
+binding (``rest.py``) and its answers are read back into the JSON-RPC shape (the result, or
+``error.code`` from the ErrorInfo reason), so one test runs over both bindings.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import typing as t
+from urllib.parse import quote
 
 from flask import Flask
 from werkzeug.test import TestResponse
@@ -17,6 +22,9 @@ from werkzeug.test import TestResponse
 class RPCResponse:
     """One JSON-RPC answer: the HTTP response plus its decoded body (for a stream holding one
     event, such as a streaming method's error, that event)."""
+
+    #: The binding that answered (REST statuses differ: 400, 404 … where JSON-RPC says 200).
+    binding: t.ClassVar[str] = "jsonrpc"
 
     def __init__(self, response: TestResponse) -> None:
         self.response = response
@@ -74,20 +82,159 @@ def parse_sse(text: str) -> list[t.Any]:
     return events
 
 
+class RESTResponse(RPCResponse):
+    """A REST answer read as the JSON-RPC answer it stands for: a 2xx body (or a stream's one
+    event) is the ``result``; a ``google.rpc.Status`` body is an ``error`` whose ``code`` is
+    the JSON-RPC code of its ErrorInfo reason and whose ``data`` is its ``details``."""
+
+    binding = "rest"
+
+    def __init__(self, response: TestResponse, request_id: int, method: str) -> None:
+        super().__init__(response)
+        if self._not_json is None:
+            self._json = as_jsonrpc(self._json, request_id, method, ok=response.status_code < 300)
+
+
+def as_jsonrpc(body: t.Any, request_id: int, method: str, *, ok: bool) -> t.Any:
+    """One REST answer (or stream event) as the JSON-RPC response it stands for."""
+    from .rest import error_class_for_reason
+
+    out: dict[str, t.Any] = {"jsonrpc": "2.0", "id": request_id}
+    error = body.get("error") if isinstance(body, dict) and not ok else None
+    if not isinstance(error, dict):
+        if method == "DeleteTaskPushNotificationConfig" and body == {}:
+            body = None  # google.protobuf.Empty is JSON-RPC's null
+        out["result"] = body
+        return out
+    details = error.get("details") or []
+    reasons = [d.get("reason") for d in details if isinstance(d, dict) and "reason" in d]
+    code = error_class_for_reason(str(reasons[0])).code if reasons else -32603
+    out["error"] = {"code": code, "message": error.get("message"), "data": details}
+    out["rest"] = {"status": error.get("status"), "code": error.get("code")}
+    return out
+
+
+#: JSON-RPC method -> (HTTP verb, path template, params the path carries).
+REST_ROUTES: t.Final[dict[str, tuple[str, str, tuple[str, ...]]]] = {
+    "SendMessage": ("POST", "/message:send", ()),
+    "SendStreamingMessage": ("POST", "/message:stream", ()),
+    "GetTask": ("GET", "/tasks/{id}", ("id",)),
+    "ListTasks": ("GET", "/tasks", ()),
+    "CancelTask": ("POST", "/tasks/{id}:cancel", ("id",)),
+    "SubscribeToTask": ("POST", "/tasks/{id}:subscribe", ("id",)),
+    "CreateTaskPushNotificationConfig": (
+        "POST", "/tasks/{taskId}/pushNotificationConfigs", ("taskId",)
+    ),
+    "GetTaskPushNotificationConfig": (
+        "GET", "/tasks/{taskId}/pushNotificationConfigs/{id}", ("taskId", "id")
+    ),
+    "ListTaskPushNotificationConfigs": (
+        "GET", "/tasks/{taskId}/pushNotificationConfigs", ("taskId",)
+    ),
+    "DeleteTaskPushNotificationConfig": (
+        "DELETE", "/tasks/{taskId}/pushNotificationConfigs/{id}", ("taskId", "id")
+    ),
+    "GetExtendedAgentCard": ("GET", "/extendedAgentCard", ()),
+}  # fmt: skip
+
+
+def _query_value(value: t.Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 class A2ATestClient:
     """Calls an app's A2A endpoint through ``app.test_client()``.
 
     :param token: sent as ``Authorization: Bearer <token>`` unless ``headers`` overrides it.
+    :param binding: ``"jsonrpc"`` or ``"rest"`` (the HTTP+JSON binding at ``A2A_REST_PATH``);
+        by default :attr:`default_binding`.
     """
 
+    #: The binding of clients made without ``binding=`` (the test suite sets it per case).
+    default_binding: t.ClassVar[str] = "jsonrpc"
+
     def __init__(
-        self, app: Flask, token: str | None = None, *, path: str | None = None
+        self,
+        app: Flask,
+        token: str | None = None,
+        *,
+        path: str | None = None,
+        binding: str | None = None,
     ) -> None:
         self.app = app
         self.client = app.test_client()
         self.token = token
         self.path = path or app.config.get("A2A_PATH", "/a2a")
+        self.binding = binding or self.default_binding
         self._ids = itertools.count(1)
+
+    @property
+    def rest_path(self) -> str:
+        """Where the app serves the HTTP+JSON binding."""
+        state = self.app.extensions["a2a"]
+        mount = state.settings.rest_mount
+        assert mount is not None, "this app serves no REST binding (A2A_REST_PATH is '')"
+        return t.cast(str, mount)
+
+    def rest(
+        self,
+        method: str,
+        params: t.Any = None,
+        *,
+        token: str | None = None,
+        headers: t.Mapping[str, str] | None = None,
+        buffered: bool = True,
+    ) -> TestResponse:
+        """Call ``method`` over the REST binding: the params that its route carries go in the
+        path, the others in the query (GET, DELETE) or the JSON body (POST). A method no
+        route has is POSTed to ``/<method>`` (the REST form of an unknown method)."""
+        verb, template, in_path = REST_ROUTES.get(method, ("POST", "/" + method, ()))
+        rest_params = dict(params) if isinstance(params, dict) else params
+        path = template
+        if isinstance(rest_params, dict):
+            for name in in_path:
+                value = rest_params.pop(name, "")
+                path = path.replace("{" + name + "}", quote(str(value), safe=""))
+            tenant = rest_params.get("tenant")
+            if isinstance(tenant, str) and tenant:  # any other value stays where it was
+                path = "/" + quote(rest_params.pop("tenant"), safe="") + path
+        url = self.rest_path + path
+        sent = self.headers(token, headers)
+        if verb in ("GET", "DELETE"):
+            query = {k: _query_value(v) for k, v in (rest_params or {}).items() if v is not None}
+            return self.client.open(
+                url, method=verb, query_string=query, headers=sent, buffered=buffered
+            )
+        if method in ("CancelTask", "SubscribeToTask") and not rest_params:  # no body at all
+            sent.pop("Content-Type", None)
+            return self.client.open(url, method=verb, headers=sent, buffered=buffered)
+        body = json.dumps({} if rest_params is None else rest_params)
+        return self.client.open(url, method=verb, data=body, headers=sent, buffered=buffered)
+
+    def call(
+        self,
+        method: str,
+        params: t.Any = None,
+        *,
+        token: str | None = None,
+        headers: t.Mapping[str, str] | None = None,
+        buffered: bool = True,
+    ) -> TestResponse:
+        """One call over this client's binding; the raw response (``buffered=False``: a stream
+        to iterate as it comes)."""
+        if self.binding == "rest":
+            return self.rest(method, params, token=token, headers=headers, buffered=buffered)
+        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+        return self.client.post(
+            self.path, data=json.dumps(body), headers=self.headers(token, headers),
+            buffered=buffered,
+        )
+
+    def event(self, data: t.Any) -> t.Any:
+        """One decoded stream event in the JSON-RPC shape (see :func:`stream_event`)."""
+        return stream_event(data, self.binding)
 
     def headers(self, token: str | None = None, extra: t.Mapping[str, str] | None = None) -> dict[
         str, str
@@ -117,6 +264,9 @@ class A2ATestClient:
         headers: t.Mapping[str, str] | None = None,
         request_id: t.Any = None,
     ) -> RPCResponse:
+        if self.binding == "rest":
+            response = self.rest(method, params, token=token, headers=headers)
+            return RESTResponse(response, next(self._ids), method)
         body: dict[str, t.Any] = {
             "jsonrpc": "2.0",
             "id": next(self._ids) if request_id is None else request_id,
@@ -135,6 +285,15 @@ class A2ATestClient:
         headers: t.Mapping[str, str] | None = None,
     ) -> tuple[TestResponse, list[t.Any]]:
         """Run a streaming method to its end; returns the response and the decoded events."""
+        if self.binding == "rest":
+            request_id = next(self._ids)
+            response = self.rest(method, params, token=token, headers=headers)
+            if response.mimetype == "text/event-stream":
+                events = parse_sse(response.get_data(as_text=True))
+            else:  # a refusal is an HTTP answer, where JSON-RPC streams one error event
+                events = [json.loads(response.get_data(as_text=True))]
+            ok = response.status_code < 300
+            return response, [as_jsonrpc(e, request_id, method, ok=ok) for e in events]
         body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
         response = self.post(json.dumps(body), token=token, headers=headers)
         return response, parse_sse(response.get_data(as_text=True))
@@ -187,3 +346,12 @@ class A2ATestClient:
         if configuration:
             params["configuration"] = configuration
         return self.rpc("SendMessage", params, token=token).result
+
+
+def stream_event(data: t.Any, binding: str | None = None) -> t.Any:
+    """One decoded stream event in the JSON-RPC shape: a REST event (the bare StreamResponse)
+    becomes ``{"result": ...}``; ``binding`` defaults to :attr:`A2ATestClient.default_binding`."""
+    if (binding or A2ATestClient.default_binding) == "rest":
+        assert "jsonrpc" not in data, data  # REST events carry no JSON-RPC envelope
+        return as_jsonrpc(data, 0, "", ok=True)
+    return data

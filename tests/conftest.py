@@ -155,6 +155,20 @@ def client(app: Flask) -> A2ATestClient:
     return A2ATestClient(app, token="alice")
 
 
+@pytest.fixture(params=["jsonrpc", "rest"])
+def binding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a case once per binding: every ``A2ATestClient`` made without ``binding=`` (the
+    ``client`` fixture's too) speaks it. A module opts in with
+    ``pytestmark = pytest.mark.usefixtures("binding")``; a case only JSON-RPC has carries
+    ``@pytest.mark.jsonrpc_only("why")`` and is skipped for REST with that reason."""
+    kind = t.cast(str, request.param)
+    marker = request.node.get_closest_marker("jsonrpc_only")
+    if kind == "rest" and marker is not None:
+        pytest.skip(f"JSON-RPC only: {marker.args[0] if marker.args else 'the envelope'}")
+    monkeypatch.setattr(A2ATestClient, "default_binding", kind)
+    return kind
+
+
 # ---------------------------------------------------------------- store backends (SQL suite)
 
 PG_DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"

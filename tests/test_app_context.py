@@ -23,6 +23,8 @@ from flask_a2a.store.base import TaskRecord
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import wait_for
 
+pytestmark = pytest.mark.usefixtures("binding")
+
 db = SQLAlchemy()
 
 

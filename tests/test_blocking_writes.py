@@ -20,6 +20,8 @@ from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, wait_for
 from tests.test_runs import CountingStore, exchange_of
 
+pytestmark = pytest.mark.usefixtures("binding")
+
 LONG = 60.0  # a delay no test reaches: the held task is written only by what the test does
 
 

@@ -92,7 +92,9 @@ def test_card_shape_field_by_field(make_app: t.Callable[..., Flask]) -> None:
     assert card["description"] == "Makes reports."
     assert card["version"] == "2.1.0"
     assert card["supportedInterfaces"] == [
-        {"url": "http://localhost/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        {"url": "http://localhost/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": "http://localhost/a2a/rest", "protocolBinding": "HTTP+JSON",
+         "protocolVersion": "1.0"},
     ]
     assert card["provider"] == {"url": "https://example.org", "organization": "Example Org"}
     assert card["documentationUrl"] == "https://example.org/docs"
@@ -229,7 +231,9 @@ def test_extended_card_from_an_agentcard(make_app: t.Callable[..., Flask]) -> No
     assert card["name"] == "Reports agent (extended)"
     assert card["description"] == "for alice"
     assert card["supportedInterfaces"] == [
-        {"url": "http://localhost/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        {"url": "http://localhost/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": "http://localhost/a2a/rest", "protocolBinding": "HTTP+JSON",
+         "protocolVersion": "1.0"},
     ]
     assert card["capabilities"]["extendedAgentCard"] is True
     assert [s["id"] for s in card["skills"]] == ["report", "plain", "hidden"]

@@ -121,13 +121,15 @@ def test_the_apps_own_forms_are_still_checked(
 
 
 @pytest.mark.parametrize("order", ORDERS)
-def test_only_the_exchange_view_is_exempt(
+def test_only_the_exchange_views_are_exempt(
     make_legacy_app: t.Callable[[str], Flask], order: str
 ) -> None:
     app = make_legacy_app(order)
     logged_in(app)  # one request: the lazy hook has run
     csrf = app.extensions["csrf"]
-    assert csrf._exempt_views == {"flask_a2a.extension._exchange_view"}
+    assert csrf._exempt_views == {
+        "flask_a2a.extension._exchange_view", "flask_a2a.extension._rest_view"
+    }
     assert csrf._exempt_blueprints == set()
 
 

@@ -20,6 +20,8 @@ from flask_a2a.testing import A2ATestClient
 from tests.conftest import wait_for
 from tests.test_runs import CountingStore, exchange_of
 
+pytestmark = pytest.mark.usefixtures("binding")
+
 
 class Chat:
     """A handler that reads follow-ups until it is told "bye", then completes."""

@@ -17,6 +17,8 @@ from flask_a2a import Part, Skill, TaskContext
 from flask_a2a.tasks import scrub, scrub_exception
 from flask_a2a.testing import A2ATestClient
 
+pytestmark = pytest.mark.usefixtures("binding")
+
 HOSTILE = "boom \x1b[31m \u202e pwned \x9b"
 SECRET = "SELECT * FROM users WHERE token='tok-123' -- /srv/app/db.py"
 #: Every character the issue names, and the other invisible format characters scrub escapes.

@@ -95,12 +95,23 @@ async def verifier(http: httpx.AsyncClient, agent: Agent) -> t.Callable[[AgentCa
     return create_signature_verifier(key_provider, ["ES256", "RS256"])
 
 
+@pytest.fixture(params=["JSONRPC", "HTTP+JSON"])
+def transport(request: pytest.FixtureRequest) -> str:
+    """Each case once per binding: the SDK's ClientFactory restricted to that transport."""
+    return t.cast(str, request.param)
+
+
 async def connect(
-    http: httpx.AsyncClient, agent: Agent, *, streaming: bool
+    http: httpx.AsyncClient, agent: Agent, transport: str, *, streaming: bool
 ) -> tuple[AgentCard, t.Any]:
     verify = await verifier(http, agent)
     card = await A2ACardResolver(http, agent.base).get_agent_card(signature_verifier=verify)
-    client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
+    config = ClientConfig(
+        httpx_client=http, streaming=streaming, supported_protocol_bindings=[transport]
+    )
+    client = ClientFactory(config).create(card)
+    expected = {"JSONRPC": "JsonRpcTransport", "HTTP+JSON": "RestTransport"}[transport]
+    assert type(client._transport).__name__ == expected  # the factory took our binding
     return card, client
 
 
@@ -120,14 +131,16 @@ def state_of(event: StreamResponse) -> str:
     return str(kind)
 
 
-def test_card_resolves_and_the_sdk_verifies_its_signature(agent: Agent) -> None:
+def test_card_resolves_and_the_sdk_verifies_its_signature(agent: Agent, transport: str) -> None:
     async def scenario() -> None:
         async with http_client() as http:
-            card, client = await connect(http, agent, streaming=False)
+            card, client = await connect(http, agent, transport, streaming=False)
             assert card.name == "flask_a2a example agent"
-            (interface,) = card.supported_interfaces
-            assert interface.url == agent.base + "/a2a"
-            assert (interface.protocol_binding, interface.protocol_version) == ("JSONRPC", "1.0")
+            assert [(i.url, i.protocol_binding, i.protocol_version)
+                    for i in card.supported_interfaces] == [
+                (agent.base + "/a2a", "JSONRPC", "1.0"),
+                (agent.base + "/a2a/rest", "HTTP+JSON", "1.0"),
+            ]  # fmt: skip
             assert card.capabilities.streaming and card.capabilities.extended_agent_card
             assert {s.id for s in card.skills} == {"echo", "countdown", "greet"}
             assert len(card.signatures) == 1
@@ -139,10 +152,10 @@ def test_card_resolves_and_the_sdk_verifies_its_signature(agent: Agent) -> None:
     run(scenario())
 
 
-def test_send_get_list_over_the_sdk(agent: Agent) -> None:
+def test_send_get_list_over_the_sdk(agent: Agent, transport: str) -> None:
     async def scenario() -> None:
         async with http_client() as http:
-            _, client = await connect(http, agent, streaming=False)
+            _, client = await connect(http, agent, transport, streaming=False)
             request = SendMessageRequest(message=message("echo", "hello", k=1))
             events = [e async for e in client.send_message(request)]
             assert [e.WhichOneof("payload") for e in events] == ["task"]
@@ -168,10 +181,10 @@ def test_send_get_list_over_the_sdk(agent: Agent) -> None:
     run(scenario())
 
 
-def test_streaming_send_over_the_sdk(agent: Agent) -> None:
+def test_streaming_send_over_the_sdk(agent: Agent, transport: str) -> None:
     async def scenario() -> None:
         async with http_client() as http:
-            _, client = await connect(http, agent, streaming=True)
+            _, client = await connect(http, agent, transport, streaming=True)
             request = SendMessageRequest(message=message("countdown", steps=3, delay=0.01))
             events = [e async for e in client.send_message(request)]
             states = [state_of(e) for e in events]
@@ -188,11 +201,11 @@ def test_streaming_send_over_the_sdk(agent: Agent) -> None:
     run(scenario())
 
 
-def test_subscribe_then_cancel_over_the_sdk(agent: Agent) -> None:
+def test_subscribe_then_cancel_over_the_sdk(agent: Agent, transport: str) -> None:
     async def scenario() -> None:
         async with http_client() as http:
-            _, blocking = await connect(http, agent, streaming=False)
-            _, streaming = await connect(http, agent, streaming=True)
+            _, blocking = await connect(http, agent, transport, streaming=False)
+            _, streaming = await connect(http, agent, transport, streaming=True)
             request = SendMessageRequest(
                 message=message("countdown", steps=20, delay=0.5),
                 configuration=SendMessageConfiguration(return_immediately=True),
@@ -220,10 +233,10 @@ def test_subscribe_then_cancel_over_the_sdk(agent: Agent) -> None:
     run(scenario())
 
 
-def test_extended_card_over_the_sdk(agent: Agent) -> None:
+def test_extended_card_over_the_sdk(agent: Agent, transport: str) -> None:
     async def scenario() -> None:
         async with http_client() as http:
-            _, client = await connect(http, agent, streaming=False)
+            _, client = await connect(http, agent, transport, streaming=False)
             verify = await verifier(http, agent)
             extended = await client.get_extended_agent_card(
                 GetExtendedAgentCardRequest(), signature_verifier=verify
@@ -236,10 +249,10 @@ def test_extended_card_over_the_sdk(agent: Agent) -> None:
     run(scenario())
 
 
-def test_push_config_methods_over_the_sdk(agent: Agent) -> None:
+def test_push_config_methods_over_the_sdk(agent: Agent, transport: str) -> None:
     async def scenario() -> None:
         async with http_client() as http:
-            card, client = await connect(http, agent, streaming=False)
+            card, client = await connect(http, agent, transport, streaming=False)
             if not card.capabilities.push_notifications:
                 await client.close()
                 pytest.skip("the example agent's card says pushNotifications: false")
@@ -272,13 +285,15 @@ def test_push_config_methods_over_the_sdk(agent: Agent) -> None:
     run(scenario())
 
 
-def test_subscribe_to_a_paused_task_sees_the_completion_over_the_sdk(agent: Agent) -> None:
+def test_subscribe_to_a_paused_task_sees_the_completion_over_the_sdk(
+    agent: Agent, transport: str
+) -> None:
     """SubscribeToTask on an INPUT_REQUIRED task stays open through the resume (#14 item 5)."""
 
     async def scenario() -> None:
         async with http_client() as http:
-            _, blocking = await connect(http, agent, streaming=False)
-            _, streaming = await connect(http, agent, streaming=True)
+            _, blocking = await connect(http, agent, transport, streaming=False)
+            _, streaming = await connect(http, agent, transport, streaming=True)
             (first,) = [e async for e in blocking.send_message(
                 SendMessageRequest(message=message("greet")))]
             task = first.task
@@ -307,12 +322,12 @@ def test_subscribe_to_a_paused_task_sees_the_completion_over_the_sdk(agent: Agen
     run(scenario())
 
 
-def test_streaming_refusals_are_a2a_errors_over_the_sdk(agent: Agent) -> None:
+def test_streaming_refusals_are_a2a_errors_over_the_sdk(agent: Agent, transport: str) -> None:
     """A streamed error event is the SDK's own error class, not a transport error (#14 item 6)."""
 
     async def scenario() -> None:
         async with http_client() as http:
-            _, streaming = await connect(http, agent, streaming=True)
+            _, streaming = await connect(http, agent, transport, streaming=True)
             with pytest.raises(TaskNotFoundError):
                 async for _ in streaming.subscribe(SubscribeToTaskRequest(id="no-such-task")):
                     pass

@@ -15,6 +15,8 @@ from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, token_principal
 from tests.test_streaming import events_of, frames, next_event, open_stream
 
+pytestmark = pytest.mark.usefixtures("binding")
+
 
 def gate_app(make_app: t.Callable[..., Flask], gate: Gate, **kw: t.Any) -> Flask:
     skills = [

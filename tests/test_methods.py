@@ -13,6 +13,8 @@ from flask_a2a import Part, Skill, TaskCanceled, TaskContext
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo, next_millisecond, wait_for
 
+pytestmark = pytest.mark.usefixtures("binding")
+
 # ----------------------------------------------------------------------------- helpers
 
 

@@ -17,8 +17,10 @@ import pytest
 from flask import Flask
 
 from flask_a2a import Part, Principal, Skill, TaskContext
-from flask_a2a.testing import A2ATestClient
+from flask_a2a.testing import A2ATestClient, stream_event
 from tests.conftest import token_principal, wait_for
+
+pytestmark = pytest.mark.usefixtures("binding")
 
 KEEPALIVE = ": keep-alive\n\n"
 
@@ -49,11 +51,7 @@ class Asker:
 
 
 def open_stream(client: A2ATestClient, task_id: str, token: str = "alice") -> t.Any:
-    body = json.dumps({"jsonrpc": "2.0", "id": "sub-1", "method": "SubscribeToTask",
-                       "params": {"id": task_id}})
-    return client.client.post(
-        client.path, data=body, headers=client.headers(token), buffered=False
-    )
+    return client.call("SubscribeToTask", {"id": task_id}, token=token, buffered=False)
 
 
 def frames(response: t.Any) -> t.Iterator[str]:
@@ -63,9 +61,7 @@ def frames(response: t.Any) -> t.Iterator[str]:
 
 def event(frame: str) -> t.Any:
     assert frame.startswith("data: ") and frame.endswith("\n\n"), frame
-    doc = json.loads(frame[6:])
-    assert doc["id"] == "sub-1"
-    return doc["result"]
+    return stream_event(json.loads(frame[6:]))["result"]
 
 
 def label(result: t.Any) -> str:

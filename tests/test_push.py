@@ -16,6 +16,8 @@ from flask_a2a.testing import A2ATestClient, RPCResponse
 from tests.conftest import next_millisecond
 from tests.webhook import Webhook
 
+pytestmark = pytest.mark.usefixtures("binding")
+
 #: Names the test resolver knows; anything else does not resolve (no DNS in tests).
 NAMES: dict[str, list[str]] = {
     "localhost": ["127.0.0.1", "::1"],

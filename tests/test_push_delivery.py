@@ -26,6 +26,8 @@ from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo
 from tests.webhook import Hit, Webhook, wait_until
 
+pytestmark = pytest.mark.usefixtures("binding")
+
 PUSH_CONFIG = {"A2A_ALLOW_PRIVATE_PUSH": True, "A2A_PUSH_TIMEOUT": 10.0}
 
 

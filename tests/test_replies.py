@@ -9,7 +9,6 @@ raises ``TaskVisibleError`` in the handler and the caller keeps getting the task
 
 from __future__ import annotations
 
-import json
 import threading
 import typing as t
 
@@ -20,6 +19,8 @@ from flask_a2a import Message, Part, Role, Skill, TaskContext, TaskSettled, Task
 from flask_a2a.testing import A2ATestClient, parse_sse
 from tests.conftest import wait_for
 from tests.test_runs import exchange_of
+
+pytestmark = pytest.mark.usefixtures("binding")
 
 LONG = 60.0  # a write delay no test reaches
 
@@ -283,17 +284,16 @@ def test_a_stream_whose_handler_never_acts_shows_its_task_after_the_write_delay(
         config={"A2A_BLOCKING_WRITE_DELAY": 0.05, "A2A_KEEPALIVE_INTERVAL": 5},
     )
     client = A2ATestClient(app, token="alice")
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-                       "params": {"message": client.message("x", skill="q")}})  # fmt: skip
-    frames = iter(client.post(body).response)
-    first = parse_sse(next(frames).decode())[0]["result"]["task"]  # shown after 0.05 s
+    params = {"message": client.message("x", skill="q")}
+    frames = iter(client.call("SendStreamingMessage", params, buffered=False).response)
+    first = client.event(parse_sse(next(frames).decode())[0])["result"]["task"]  # after 0.05 s
     assert first["status"]["state"] == "TASK_STATE_SUBMITTED" and first["id"] == quiet.task_id
     listed = client.rpc("ListTasks", {}).result["tasks"]
     assert [t["id"] for t in listed] == [quiet.task_id]
 
     canceled = client.rpc("CancelTask", {"id": quiet.task_id}).result
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
-    rest = parse_sse(b"".join(frames).decode())
+    rest = [client.event(e) for e in parse_sse(b"".join(frames).decode())]
     assert [e["result"]["statusUpdate"]["status"]["state"] for e in rest] == [
         "TASK_STATE_CANCELED"
     ]

@@ -12,8 +12,10 @@ from flask import Flask
 from flask_a2a import Part, Skill, TaskContext
 from flask_a2a.store import MemoryStore
 from flask_a2a.store.base import ListQuery, TaskPage
-from flask_a2a.testing import A2ATestClient, RPCResponse, parse_sse
+from flask_a2a.testing import A2ATestClient
 from tests.conftest import echo
+
+pytestmark = pytest.mark.usefixtures("binding")
 
 
 def ask(task: TaskContext) -> None:
@@ -60,15 +62,6 @@ def without_task_id(error: dict[str, t.Any]) -> dict[str, t.Any]:
     return error
 
 
-def error_of(response: t.Any) -> dict[str, t.Any]:
-    """The JSON-RPC error of a plain answer, or of a stream holding one error event."""
-    if response.mimetype == "text/event-stream":
-        events = parse_sse(response.get_data(as_text=True))
-        assert len(events) == 1, events
-        return t.cast(dict[str, t.Any], events[0]["error"])
-    return RPCResponse(response).error
-
-
 def attempts(client: A2ATestClient, task_id: str, token: str) -> dict[str, dict[str, t.Any]]:
     """Every way to touch a task by id, as ``token``; each answer's error object."""
     out = {
@@ -77,10 +70,10 @@ def attempts(client: A2ATestClient, task_id: str, token: str) -> dict[str, dict[
     }
     resume = {"message": A2ATestClient.message("x", skill="ask", task_id=task_id)}
     out["SendMessage"] = client.rpc("SendMessage", resume, token=token).error
-    response, _ = client.stream("SubscribeToTask", {"id": task_id}, token=token)
-    out["SubscribeToTask"] = error_of(response)
-    response, _ = client.stream("SendStreamingMessage", resume, token=token)
-    out["SendStreamingMessage"] = error_of(response)
+    for method, params in (("SubscribeToTask", {"id": task_id}), ("SendStreamingMessage", resume)):
+        _, events = client.stream(method, params, token=token)  # JSON-RPC: one error event
+        assert len(events) == 1, events
+        out[method] = events[0]["error"]
     return out
 
 

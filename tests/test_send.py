@@ -5,10 +5,13 @@ from __future__ import annotations
 import threading
 import typing as t
 
+import pytest
 from flask import Flask
 
 from flask_a2a import Skill, TaskContext
 from flask_a2a.testing import A2ATestClient
+
+pytestmark = pytest.mark.usefixtures("binding")
 
 
 def test_echo_completes_with_artifact(client: A2ATestClient) -> None:

@@ -21,6 +21,14 @@ from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo
 from tests.live_server import werkzeug_server
 
+pytestmark = [
+    pytest.mark.usefixtures("binding"),
+    pytest.mark.jsonrpc_only(
+        "JSON-RPC streams a refusal as one SSE error event; REST answers it with its HTTP "
+        "status and a google.rpc.Status body (tests/test_rest.py)"
+    ),
+]
+
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 
 

@@ -11,8 +11,10 @@ import pytest
 from flask import Flask
 
 from flask_a2a import Part, Skill, TaskContext
-from flask_a2a.testing import A2ATestClient
+from flask_a2a.testing import A2ATestClient, stream_event
 from tests.conftest import Gate
+
+pytestmark = pytest.mark.usefixtures("binding")
 
 
 class Chunks:
@@ -41,11 +43,8 @@ class Chunks:
 
 
 def open_stream(client: A2ATestClient, method: str, params: t.Any, token: str = "alice") -> t.Any:
-    """POST a streaming call and return the unbuffered response (iterate ``.response``)."""
-    body = json.dumps({"jsonrpc": "2.0", "id": "s-1", "method": method, "params": params})
-    return client.client.post(
-        client.path, data=body, headers=client.headers(token), buffered=False
-    )
+    """Call a streaming method and return the unbuffered response (iterate ``.response``)."""
+    return client.call(method, params, token=token, buffered=False)
 
 
 def frames(response: t.Any) -> t.Iterator[str]:
@@ -54,8 +53,9 @@ def frames(response: t.Any) -> t.Iterator[str]:
 
 
 def events_of(frame: str) -> t.Any:
+    """One frame's event, in the JSON-RPC shape (a REST event is the bare StreamResponse)."""
     assert frame.startswith("data: ") and frame.endswith("\n\n"), frame
-    return json.loads(frame[6:])
+    return stream_event(json.loads(frame[6:]))
 
 
 def next_event(it: t.Iterator[str]) -> t.Any:
@@ -299,19 +299,26 @@ def test_a_subscriber_that_falls_behind_is_closed(
 
 
 def test_closing_a_stream_nobody_started_reading_frees_its_seat(
-    stream_app: Flask, gate: Gate
+    stream_app: Flask, gate: Gate, binding: str
 ) -> None:
     from flask_a2a.pipeline import HTTPRequest
     from flask_a2a.testing import A2ATestClient as Client
 
     exchange = stream_app.extensions["a2a"].exchange
+    params = {"message": Client.message(skill="gate")}
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-                       "params": {"message": Client.message(skill="gate")}}).encode()
-    reply = exchange.handle(HTTPRequest(
+                       "params": params}).encode()
+    if binding == "rest":
+        body = json.dumps(params).encode()
+    http = HTTPRequest(
         method="POST", headers={"Content-Type": "application/json"}, host="localhost",
         content_length=len(body), read_body=io.BytesIO(body).read,
         resolve_principal=lambda: exchange_principal(),
-    ))
+    )
+    if binding == "rest":
+        reply = exchange.handle_rest(http, "message:stream")
+    else:
+        reply = exchange.handle(http)
     assert reply.status == 200 and exchange.seats.count("alice") == 1
     reply.body.close()  # the server gave up before the first event was pulled
     assert exchange.seats.count("alice") == 0

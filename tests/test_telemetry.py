@@ -124,6 +124,19 @@ def test_a_run_that_outlives_its_request_links_back_to_it(
     assert run.attributes and run.attributes["a2a.task_id"] == task["id"]
 
 
+def test_a_rest_call_has_the_same_span_naming_its_binding(
+    traced_app: Flask, spans: InMemorySpanExporter
+) -> None:
+    client = A2ATestClient(traced_app, token="alice", binding="rest")
+    task = client.send("x", skill="echo")["task"]
+    method = one(spans.get_finished_spans(), "a2a.SendMessage")
+    assert method.attributes and method.attributes["a2a.binding"] == "http+json"
+    assert method.attributes["a2a.task_id"] == task["id"]
+    assert client.rpc("GetTask", {"id": "nope"}).code == -32001
+    get = one(spans.get_finished_spans(), "a2a.GetTask")
+    assert get.attributes and get.attributes["a2a.error_code"] == -32001
+
+
 def test_a_stream_names_its_task(traced_app: Flask, spans: InMemorySpanExporter) -> None:
     client = A2ATestClient(traced_app, token="alice")
     params = {"message": client.message("hi", skill="echo")}
