@@ -470,6 +470,7 @@ class SQLStore:
                 skill=sa.bindparam("new_skill"),
             )
         )  # fmt: skip
+        self._delete_one = self.tasks.delete().where(c.id == sa.bindparam("doomed"))
         self._trims: dict[tuple[bool, bool], t.Any] = {}
 
     def _trim_statement(self, tier: Tier) -> t.Any:
@@ -728,9 +729,9 @@ class SQLStore:
     def _trim_mysql(self, tier: Tier, oldest: t.Any, params: dict[str, t.Any]) -> list[str]:
         """The candidates by a read that takes no lock (one round trip, usually empty); then per
         chunk one short transaction locks them ``SKIP LOCKED`` (a row another trim holds is that
-        trim's to delete) before any count row is touched, deletes them and the owner's orphan
-        configs. Every trim takes its task rows first and its tier's count row last, so
-        concurrent trims and settles wait on each other at most, never in a cycle."""
+        trim's to delete) before any count row is touched, deletes them by primary key and the
+        owner's orphan configs. A trim takes its task rows first, never waits on a task row,
+        and takes its tier's count row last, so trims and settles never wait in a cycle."""
         c, pc = self.tasks.c, self.push_configs.c
         with self._one() as conn:
             candidates = list(conn.execute(oldest, params).scalars())
@@ -743,7 +744,9 @@ class SQLStore:
                 ids = list(conn.execute(locked.with_for_update(skip_locked=skip)).scalars())
                 if not ids:
                     continue
-                conn.execute(self.tasks.delete().where(c.id.in_(ids)))
+                # One primary-key DELETE per row: an IN list may be planned as a scan that
+                # waits on rows another trim holds while this one holds the count row.
+                conn.execute(self._delete_one, [{"doomed": task_id} for task_id in ids])
                 alive = sa.select(c.id).where(c.id == pc.task_id).exists()
                 conn.execute(self.push_configs.delete().where(pc.owner == tier.owner, ~alive))
             doomed.extend(ids)
