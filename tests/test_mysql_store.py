@@ -334,3 +334,32 @@ def test_an_older_case_insensitive_table_is_brought_to_exact_keys(mysql_engine: 
         assert got is not None and got.task.history[0].parts[0].text == text
     finally:
         store.drop()
+
+
+# ------------------------------------------------------------------ round trips
+
+
+def test_a_one_statement_call_on_its_own_engine_is_one_round_trip() -> None:
+    """No ROLLBACK as each call ends (PyMySQL would send one even in autocommit); a connection
+    left inside a transaction is still rolled back when it goes back to the pool."""
+    engine = engine_from_url(mysql_url(), statement_timeout=5.0, pool_size=1)
+    store = SQLStore(engine, prefix())
+
+    def questions() -> int:
+        with engine.connect() as conn:
+            row = conn.exec_driver_sql("SHOW SESSION STATUS LIKE 'Questions'").one()
+        return int(row[1])
+
+    try:
+        store.create_task(make_record("t1"))
+        before = questions()
+        for _ in range(20):
+            assert store.get_task("t1") is not None
+        assert questions() - before == 20 + 1  # 20 SELECTs and the SHOW itself
+        with engine.connect() as conn:  # left open, as a crash between statements would
+            conn.exec_driver_sql("START TRANSACTION")
+            conn.exec_driver_sql(f"DELETE FROM {store.tasks.name}")
+        assert store.get_task("t1") is not None
+    finally:
+        store.drop()
+        engine.dispose()

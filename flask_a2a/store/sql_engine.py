@@ -9,12 +9,14 @@ store can run a one-statement call as one round trip (``SQLStore`` asks
 
 from __future__ import annotations
 
+import inspect
 import math
 import typing as t
 import weakref
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+from sqlalchemy.engine.default import DefaultDialect
 
 from .base import EXTRA_HINT
 
@@ -67,6 +69,12 @@ def engine_from_url(
         options.setdefault("max_overflow", 0)
         options.setdefault("pool_timeout", millis / 1000)
         options.setdefault("pool_recycle", 3600)  # before the server's wait_timeout drops it
+        # A ROLLBACK as each call ends is a round trip on MySQL (PyMySQL sends it even in
+        # autocommit): skipped, and ``_reset_mysql`` rolls back only a connection the server
+        # says is in a transaction (an explicit one the store left open).
+        options.setdefault("pool_reset_on_return", None)
+        if "skip_autocommit_rollback" in inspect.signature(DefaultDialect).parameters:
+            options.setdefault("skip_autocommit_rollback", True)  # SQLAlchemy 2.0.43 and later
     elif millis is not None and url.startswith("sqlite"):
         connect_args["timeout"] = millis / 1000
     try:
@@ -82,6 +90,9 @@ def engine_from_url(
     if millis is not None and engine.dialect.name in ("mysql", "mariadb"):
         carried = millis
 
+        if options.get("pool_reset_on_return", "rollback") is None:
+            sa.event.listen(engine, "reset", _reset_mysql)
+
         @sa.event.listens_for(engine, "connect")
         def _carry(dbapi_connection: t.Any, record: t.Any) -> None:
             """Every new connection: the store's timeouts, strict mode, READ COMMITTED."""
@@ -95,6 +106,17 @@ def engine_from_url(
     if millis is not None:
         _SESSION_SETTINGS[engine] = (millis, asynchronous_commit, autocommit)
     return engine
+
+
+#: The server's "in a transaction" status bit (``SERVER_STATUS_IN_TRANS``).
+_IN_TRANSACTION: t.Final = 1
+
+
+def _reset_mysql(dbapi_connection: t.Any, record: t.Any, state: t.Any) -> None:
+    """A connection back in the pool is rolled back only if the server says a transaction is
+    open (PyMySQL keeps the last status; a driver without it is always rolled back)."""
+    if getattr(dbapi_connection, "server_status", _IN_TRANSACTION) & _IN_TRANSACTION:
+        dbapi_connection.rollback()
 
 
 def is_mariadb(dbapi_connection: t.Any) -> bool:
