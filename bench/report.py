@@ -65,6 +65,7 @@ def _ratios(rows: list[Row]) -> list[str]:
     mem1, mem2 = _row(rows, "a2a-memory-1w"), _row(rows, "a2a-memory-2w")
     pg1, sdk = _row(rows, "a2a-postgres-1w"), _row(rows, "sdk-1w")
     rest1 = _row(rows, "a2a-rest-memory-1w")
+    maria1 = _row(rows, "a2a-mariadb-1w")
     intro = (
         "Requests/s at concurrency 32; in brackets the same at c=1, and the ratio of server "
         "CPU per request at c=32, which other load on the machine disturbs less."
@@ -89,6 +90,9 @@ def _ratios(rows: list[Row]) -> list[str]:
         (f"- flask_a2a (PostgreSQL, 1 worker) / bare Flask (1 worker): "
         f"{_verdict(_ratio(pg1, bare1), 0.25)} [c=1: {_fmt(_ratio(pg1, bare1, 'c1'))}; "
         f"CPU: {_fmt(_cost_ratio(pg1, bare1))}]"),
+        (f"- flask_a2a (MariaDB, 1 worker) / bare Flask (1 worker): "
+        f"{_verdict(_ratio(maria1, bare1), 0.25)} [c=1: {_fmt(_ratio(maria1, bare1, 'c1'))}; "
+        f"CPU: {_fmt(_cost_ratio(maria1, bare1))}]"),
     ]
 
 
@@ -108,13 +112,13 @@ def _streams(s: dict[str, t.Any]) -> list[str]:
     ]
 
 
-def _listing(lst: dict[str, t.Any]) -> list[str]:
+def _listing(lst: dict[str, t.Any], database: str = "PostgreSQL") -> list[str]:
     small, large = lst["sizes"]
     a, b = lst[str(small)], lst[str(large)]
     ratio = lst["ratio"]
     met = "met" if ratio is not None and ratio <= 2 else "MISSED"
     return [
-        "## ListTasks on PostgreSQL (pageSize=50, concurrency 1, one worker)",
+        f"## ListTasks on {database} (pageSize=50, concurrency 1, one worker)",
         "",
         f"- owner with {small:,} tasks: p50 {a['p50_ms']:.2f} ms, p99 {a['p99_ms']:.2f} ms",
         f"- owner with {large:,} tasks: p50 {b['p50_ms']:.2f} ms, p99 {b['p99_ms']:.2f} ms",
@@ -170,6 +174,8 @@ def markdown(results: dict[str, t.Any]) -> str:
         out += [""] + _streams(results["streams"])
     if results.get("list"):
         out += [""] + _listing(results["list"])
+    if results.get("list_mariadb"):
+        out += [""] + _listing(results["list_mariadb"], "MariaDB")
     if results.get("fleet"):
         out += [""] + _fleet(results["fleet"])
     skipped = results.get("skipped") or []

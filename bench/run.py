@@ -1,12 +1,12 @@
 """One command for every number in docs/performance.md: ``python bench/run.py [--quick]``.
 
 Servers run one at a time on 127.0.0.1 (the load generator shares the machine with them):
-flask_a2a SendMessage echo on ``gunicorn -k gevent`` (memory and PostgreSQL stores, 1 and 2
-workers), a bare Flask JSON endpoint on the same server, and the official A2A SDK's echo agent
+flask_a2a SendMessage echo on ``gunicorn -k gevent`` (memory, PostgreSQL and MariaDB stores, 1
+and 2 workers), a bare Flask JSON endpoint on the same server, and the official A2A SDK's echo agent
 on uvicorn (installed into ``bench/.venv-sdk``). Then idle SubscribeToTask streams held by one
-worker, ListTasks latency for a small and a large owner on PostgreSQL, and the fleet: two
-replicas on PostgreSQL with the Redis bus or the store poll (bench/fleet.py). Results go to
-``bench/results/latest.json`` and ``latest.md``. See bench/README.md.
+worker, ListTasks latency for a small and a large owner on MariaDB and PostgreSQL, and the
+fleet: two replicas on PostgreSQL with the Redis bus or the store poll (bench/fleet.py).
+Results go to ``bench/results/latest.json`` and ``latest.md``. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ from bench.servers import Server, free_port, gunicorn_command, post_json  # noqa
 
 DB_URL = os.environ.get(
     "A2A_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+#: MariaDB/MySQL for the ``a2a-mariadb`` rows and ``list-mariadb`` (override: BENCH_MYSQL_URL).
+MYSQL_URL = os.environ.get(
+    "BENCH_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test?charset=utf8mb4"
 )
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 SDK_VENV = HERE / ".venv-sdk"
@@ -63,11 +67,11 @@ class Plan(t.NamedTuple):
     repeats: int
 
 
-FULL = Plan(8.0, 2.0, 10_000, (1_000, 100_000), 475.0, True, 2)
-QUICK = Plan(2.0, 0.5, 1_000, (1_000, 10_000), 100.0, False, 1)
+FULL = Plan(8.0, 2.0, 10_000, (1_000, 100_000), 560.0, True, 2)
+QUICK = Plan(2.0, 0.5, 1_000, (1_000, 10_000), 110.0, False, 1)
 
 
-def sql_available() -> str | None:
+def sql_available(url: str = DB_URL, name: str = "PostgreSQL") -> str | None:
     """None when the SQL store imports and the database answers; else why not."""
     try:
         import sqlalchemy as sa
@@ -76,12 +80,12 @@ def sql_available() -> str | None:
     except Exception as exc:  # the store is being written: skip, say why
         return f"flask_a2a.store.sql is not importable: {exc!r}"
     try:
-        engine = sa.create_engine(DB_URL)
+        engine = sa.create_engine(url)
         with engine.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
         engine.dispose()
     except Exception as exc:
-        return f"PostgreSQL at {DB_URL} does not answer: {exc.__class__.__name__}"
+        return f"{name} at {url} does not answer: {exc.__class__.__name__}"
     return None
 
 
@@ -197,8 +201,8 @@ class Bench:
             row["rss_mb"] = round(server.worker_rss_kb() / 1024, 1)
         self.results["rows"].append(row)
 
-    def run_throughput(self, sdk_python: Path | None, sdk_reason: str, sql_reason: str | None
-                       ) -> None:
+    def run_throughput(self, sdk_python: Path | None, sdk_reason: str, sql_reason: str | None,
+                       mysql_reason: str | None = "not requested") -> None:
         a2a = "bench.apps:create_app()"
         bare = "bench.apps:create_bare_app()"
         completed = "TASK_STATE_COMPLETED"
@@ -247,6 +251,8 @@ class Bench:
                         )
                     finally:
                         drop_tables(prefix)
+            if workers == 1 or self.plan.two_worker_pg:
+                self.sql_row("a2a-mariadb", "mariadb", MYSQL_URL, mysql_reason, workers)
             if workers == 1:
                 if sdk_python is None:
                     if self.wanted("sdk-1w"):
@@ -258,6 +264,28 @@ class Bench:
                         "sdk-1w", "a2a-sdk SendMessage (uvicorn)", command, {"PORT": str(port)},
                         "/", completed, "/.well-known/agent-card.json", 1, "memory",
                     )
+
+
+    def sql_row(self, name: str, store: str, url: str, reason: str | None, workers: int
+                ) -> None:
+        """One echo row on the SQL store at ``url`` (a fresh table prefix, dropped after)."""
+        name = f"{name}-{workers}w"
+        if reason:
+            if self.wanted(name):
+                self.skip(name, reason)
+            return
+        if not self.wanted(name):
+            return
+        prefix = f"bench_{os.getpid()}_{workers}_"
+        env = {**A2A_ENV, "BENCH_STORE": "sql", "BENCH_TABLE_PREFIX": prefix,
+               "A2A_DATABASE_URL": url}
+        try:
+            self.throughput(
+                name, "flask_a2a SendMessage", gunicorn_command("bench.apps:create_app()", workers),
+                env, "/a2a", "TASK_STATE_COMPLETED", "/bench/ping", workers, store,
+            )
+        finally:
+            drop_tables(prefix, url)
 
 
 def machine_busy() -> float:
@@ -274,11 +302,11 @@ def own_cpu() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def drop_tables(prefix: str) -> None:
+def drop_tables(prefix: str, url: str = DB_URL) -> None:
     try:
         from flask_a2a.store.sql import SQLStore, engine_from_url
 
-        engine = engine_from_url(DB_URL)
+        engine = engine_from_url(url)
         SQLStore(engine, table_prefix=prefix).drop()
         engine.dispose()
     except Exception as exc:
@@ -322,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", nargs="*",
         help="run only rows/sections with these prefixes "
-        "(bare, a2a-memory, a2a-rest, a2a-postgres, sdk, streams, list, fleet)",
+        "(bare, a2a-memory, a2a-rest, a2a-postgres, a2a-mariadb, sdk, streams, list, "
+        "list-mariadb, fleet)",
     )
     parser.add_argument(
         "--telemetry", action="store_true",
@@ -339,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
     sql_reason = sql_available()
     if sql_reason:
         bench.log(f"PostgreSQL rows skipped: {sql_reason}")
+    mysql_reason = sql_available(MYSQL_URL, "MariaDB")
+    if mysql_reason:
+        bench.log(f"MariaDB rows skipped: {mysql_reason}")
     sdk_python, sdk_reason = (None, "not requested")
     if bench.wanted("sdk"):
         sdk_python, sdk_reason = ensure_sdk_venv(bench.log)
@@ -347,9 +379,16 @@ def main(argv: list[str] | None = None) -> int:
     bench.results["environment"] = environment(generator, sdk)
     bench.results["plan"] = plan._asdict()
     try:
-        bench.run_throughput(sdk_python, sdk_reason, sql_reason)
+        bench.run_throughput(sdk_python, sdk_reason, sql_reason, mysql_reason)
         if bench.wanted("streams"):
             bench.results["streams"] = sections.idle_streams(bench, plan.streams)
+        if bench.wanted("list-mariadb"):
+            if mysql_reason:
+                bench.skip("list-mariadb", mysql_reason)
+            else:
+                bench.results["list_mariadb"] = sections.list_tasks(
+                    bench, MYSQL_URL, plan.list_sizes
+                )
         if bench.wanted("list"):
             if sql_reason:
                 bench.skip("list", sql_reason)

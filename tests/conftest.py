@@ -210,9 +210,55 @@ def pg_own_engine(pg_engine: t.Any) -> t.Iterator[t.Any]:
     engine.dispose()
 
 
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
+MYSQL_DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/test?charset=utf8mb4"
+
+
+def mysql_url() -> str:
+    """MariaDB/MySQL for the tests: ``A2A_TEST_MYSQL_URL`` (CI sets it) or the local default."""
+    import os
+
+    return os.environ.get("A2A_TEST_MYSQL_URL") or MYSQL_DEFAULT_URL
+
+
+@pytest.fixture(scope="session")
+def mysql_engine() -> t.Iterator[t.Any]:
+    """A session-wide MariaDB/MySQL engine (the host's kind: no session settings), or a skip
+    that says why there is none."""
+    import sqlalchemy as sa
+
+    url = mysql_url()
+    try:
+        engine = sa.create_engine(url, connect_args={"connect_timeout": 3}, pool_size=10)
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+    except Exception as exc:
+        pytest.skip(f"MariaDB/MySQL is not reachable at {url} (set A2A_TEST_MYSQL_URL; "
+                    f"pip install flask-a2a[mysql]): {exc}")  # fmt: skip
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def mysql_own_engine(mysql_engine: t.Any) -> t.Iterator[t.Any]:
+    """An engine as ``A2A_DATABASE_URL`` gets one (session settings, autocommit)."""
+    from flask_a2a.store.sql import engine_from_url
+
+    engine = engine_from_url(
+        mysql_url(), statement_timeout=5.0, connect_args={"connect_timeout": 3}, pool_size=10
+    )
+    yield engine
+    engine.dispose()
+
+
+#: The SQL backends, for modules whose ``store_kind`` leaves out the memory store.
+SQL_KINDS: t.Final = [
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", marks=pytest.mark.mysql),
+]
+
+
+@pytest.fixture(params=["memory", *SQL_KINDS])
 def store_kind(request: pytest.FixtureRequest) -> str:
     return t.cast(str, request.param)
 
@@ -238,6 +284,8 @@ def new_store(
         if store_kind == "sqlite":
             engine = sa.create_engine(f"sqlite:///{tmp_path / 'a2a.db'}")
             engines.append(engine)
+        elif store_kind == "mysql":
+            engine = request.getfixturevalue("mysql_own_engine")
         else:  # the store runs SET LOCAL on a foreign engine when its settings differ
             engine = request.getfixturevalue("pg_own_engine")
         options.setdefault("table_prefix", f"a2a_{uuid.uuid4().hex[:10]}_")
@@ -277,12 +325,37 @@ def new_pg_database(pg_engine: t.Any) -> t.Iterator[t.Callable[[], str]]:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture
+def new_mysql_database(mysql_engine: t.Any) -> t.Iterator[t.Callable[[], str]]:
+    """``new_mysql_database()``: the URL of a new, uniquely named MariaDB/MySQL database
+    (utf8mb4); dropped afterwards."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    names: list[str] = []
+
+    def create() -> str:
+        name = f"a2a_test_{uuid.uuid4().hex[:12]}"
+        with mysql_engine.connect() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        names.append(name)
+        return sa.make_url(mysql_url()).set(database=name).render_as_string(hide_password=False)
+
+    yield create
+    with mysql_engine.connect() as conn:
+        for name in names:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture(params=SQL_KINDS)
 def new_database(request: pytest.FixtureRequest, tmp_path: t.Any) -> t.Callable[[], str]:
     """``new_database()``: the URL of an empty database of its own, a SQLite file or (the
-    postgres case) a fresh PostgreSQL database."""
+    postgres / mysql cases) a fresh PostgreSQL / MariaDB database."""
     if request.param == "postgres":
         return t.cast(t.Callable[[], str], request.getfixturevalue("new_pg_database"))
+    if request.param == "mysql":
+        return t.cast(t.Callable[[], str], request.getfixturevalue("new_mysql_database"))
     made = iter(range(1000))
     return lambda: f"sqlite:///{tmp_path / f'app{next(made)}.db'}"
 

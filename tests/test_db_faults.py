@@ -189,8 +189,8 @@ def test_nul_inside_message_content_is_stored_as_json_escapes(client: A2ATestCli
 # ------------------------------------------------------------------ defect 1: group commit
 
 
-@pytest.mark.postgres
-@pytest.mark.parametrize("store_kind", [pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("store_kind", [pytest.param("postgres", marks=pytest.mark.postgres),
+                                        pytest.param("mysql", marks=pytest.mark.mysql)])
 def test_one_unstorable_row_fails_only_its_own_create(new_store: t.Callable[..., t.Any]) -> None:
     """Concurrent creates share INSERTs; rows PostgreSQL refuses (a context id past its column,
     written straight to the store, past the edge's check) fail only their own create."""

@@ -17,7 +17,7 @@ from flask import Flask
 
 from flask_a2a import Message, Part, Role, Skill, TaskContext
 from flask_a2a.testing import A2ATestClient
-from tests.conftest import wait_for
+from tests.conftest import SQL_KINDS, wait_for
 from tests.test_runs import CountingStore, exchange_of
 
 pytestmark = pytest.mark.usefixtures("binding")
@@ -288,7 +288,7 @@ def test_a_follow_up_to_a_handed_off_task_waits_for_the_updater(
 # ---------------------------------------------------------------- across replicas
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=SQL_KINDS)
 def store_kind(request: pytest.FixtureRequest) -> str:
     return t.cast(str, request.param)
 

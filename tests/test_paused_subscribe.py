@@ -18,7 +18,7 @@ from flask import Flask
 
 from flask_a2a import Part, Principal, Skill, TaskContext
 from flask_a2a.testing import A2ATestClient, stream_event
-from tests.conftest import token_principal, wait_for
+from tests.conftest import SQL_KINDS, token_principal, wait_for
 
 pytestmark = pytest.mark.usefixtures("binding")
 
@@ -219,7 +219,7 @@ def test_a_subscribe_that_watched_the_task_pause_still_closes_at_the_pause(
 # ------------------------------------------------------------------ replicas (the poll path)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=SQL_KINDS)
 def store_kind(request: pytest.FixtureRequest) -> str:
     return t.cast(str, request.param)
 

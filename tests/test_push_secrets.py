@@ -23,7 +23,7 @@ from flask_a2a.model import AuthenticationInfo, PushConfig
 from flask_a2a.push_secrets import MARKER, PushSecrets
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
-from tests.conftest import Gate, echo
+from tests.conftest import SQL_KINDS, Gate, echo
 from tests.webhook import Webhook, wait_until
 
 KEY_A = Fernet.generate_key().decode()
@@ -34,7 +34,7 @@ UNREADABLE = "do not open with A2A_PUSH_SECRET_KEY"
 ECHO = Skill(id="echo", name="Echo", description="Echo.", handler=echo)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=SQL_KINDS)
 def store_kind(request: pytest.FixtureRequest) -> str:
     """The SQL backends (the memory store keeps plaintext: its own test below)."""
     return t.cast(str, request.param)

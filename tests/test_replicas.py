@@ -22,13 +22,13 @@ from flask_a2a import Part, Skill, TaskContext
 from flask_a2a.model import TaskState
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
-from tests.conftest import Gate, pg_url, wait_for
+from tests.conftest import SQL_KINDS, Gate, pg_url, wait_for
 from tests.live_server import LiveGunicorn
 
 POLL = 0.05
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=SQL_KINDS)
 def store_kind(request: pytest.FixtureRequest) -> str:
     return t.cast(str, request.param)
 

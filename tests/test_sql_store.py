@@ -19,10 +19,10 @@ from flask_a2a import A2A, Principal, Skill, TaskContext
 from flask_a2a.store import ListQuery, MemoryStore
 from flask_a2a.store.sql import SQLStore, engine_from_url
 from flask_a2a.testing import A2ATestClient
-from tests.conftest import echo, next_millisecond, token_principal
+from tests.conftest import SQL_KINDS, echo, next_millisecond, token_principal
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=SQL_KINDS)
 def store_kind(request: pytest.FixtureRequest) -> str:
     return t.cast(str, request.param)
 
@@ -36,6 +36,8 @@ def make_store(new_store: t.Callable[..., t.Any]) -> t.Callable[..., t.Any]:
 def engine_of(store_kind: str, request: pytest.FixtureRequest, tmp_path: t.Any) -> t.Any:
     if store_kind == "postgres":
         return request.getfixturevalue("pg_engine")
+    if store_kind == "mysql":
+        return request.getfixturevalue("mysql_engine")
     return sa.create_engine(f"sqlite:///{tmp_path / 'old.db'}")
 
 
@@ -89,6 +91,8 @@ def test_listing_indexes_exist(new_store: t.Callable[..., t.Any]) -> None:
     catalog = {  # reflection skips expression indexes on SQLite: ask the catalogs
         "sqlite": "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :t",
         "postgresql": "SELECT indexname FROM pg_indexes WHERE tablename = :t",
+        "mysql": "SELECT index_name FROM information_schema.statistics "
+                 "WHERE table_schema = DATABASE() AND table_name = :t",
     }[store.dialect]
     with store.engine.connect() as conn:
         names = set(conn.execute(sa.text(catalog), {"t": store.tasks.name}).scalars())

@@ -1,16 +1,18 @@
-"""The SQL store: SQLAlchemy 2 Core on PostgreSQL or SQLite, shared by every replica.
+"""The SQL store: SQLAlchemy 2 Core on PostgreSQL, MySQL/MariaDB or SQLite, shared by every replica.
 
 Two tables (``<prefix>tasks``, ``<prefix>push_configs``) are created if absent (on PostgreSQL
-also ``<prefix>task_counts``, kept by triggers: ``sql_counts``), and an older task table without
+and MySQL also ``<prefix>task_counts``, kept by triggers: ``sql_counts``; what differs on
+MySQL: ``sql_mysql``), and an older task table without
 the ``tenant`` or ``scopes`` column gets it on open (its rows then read as a session's, made in
 no tenant). With ``create_tables=False`` migrations make them instead (``flask_a2a.migrations``).
 Writes are optimistic: ``UPDATE ... WHERE id = :id AND version = :expected``.
 ListTasks filters owner, tenant and scope set in SQL and pages by keyset on (status timestamp,
-id); ``totalSize`` is the tiers' counts on PostgreSQL (an indexed ``COUNT`` when the list is
-filtered, and on SQLite), so a page costs O(page).
+id); ``totalSize`` is the tiers' counts on PostgreSQL and MySQL (an indexed ``COUNT`` when the
+list is filtered, and on SQLite), so a page costs O(page).
 Timestamps are integer microseconds since the epoch: exact, and one order on every backend.
 
-Every call runs with a statement timeout (PostgreSQL ``statement_timeout``, SQLite
+Every call runs with a statement timeout (PostgreSQL ``statement_timeout``, MariaDB
+``max_statement_time`` / MySQL ``max_execution_time`` and the InnoDB lock wait, SQLite
 ``busy_timeout``), so a store call never hangs forever: carried by the connection on an engine
 from :func:`engine_from_url` (a one-statement call is then one autocommit round trip), set
 ``LOCAL`` in a short transaction on the host's engine.
@@ -33,7 +35,7 @@ from ..limits import MAX_KEY, MAX_TASK_ID, refusal, unstorable
 from ..model import TERMINAL_STATES, PushConfig, TaskState, Tier
 from ..rounds import RoundFailed, Rounds
 from ..wire import dump_push_config, push_config_from_wire, task_from_wire
-from . import sql_counts
+from . import sql_counts, sql_mysql
 from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
 from .sql_engine import engine_from_url as engine_from_url
 from .sql_engine import session_settings, to_millis
@@ -41,7 +43,11 @@ from .sql_engine import session_settings, to_millis
 _EPOCH: t.Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO: t.Final = timedelta(microseconds=1)
 #: Ids are compared byte-wise in SQL, as Python compares them (keyset paging needs one order).
-_ID = sa.String(MAX_TASK_ID).with_variant(sa.String(MAX_TASK_ID, collation="C"), "postgresql")
+_ID = sql_mysql.Exact(MAX_TASK_ID).with_variant(
+    sa.String(MAX_TASK_ID, collation="C"), "postgresql"
+)
+#: A caller's key (owner, tenant, ids), matched exactly (MySQL: binary NO PAD collation).
+_KEY = sql_mysql.Exact(MAX_KEY)
 _CHUNK: t.Final = 500
 _TERMINAL_STATES: t.Final = sorted(s.value for s in TERMINAL_STATES)
 
@@ -95,6 +101,15 @@ _ROW_FIELDS: t.Final = (
 )
 
 
+def _nul_field(row: dict[str, t.Any]) -> str | None:
+    """The field of a row holding a NUL (MySQL stores one; every other store refuses it)."""
+    for column, field, _ in _ROW_FIELDS:
+        value = row.get(column)
+        if value is not None and "\x00" in value:
+            return field
+    return None
+
+
 def _unstorable_field(row: dict[str, t.Any]) -> tuple[str, str] | None:
     """The field (and why) of a row PostgreSQL refused, when the row says which."""
     for column, field, limit in _ROW_FIELDS:
@@ -106,7 +121,8 @@ def _unstorable_field(row: dict[str, t.Any]) -> tuple[str, str] | None:
 
 
 class SQLStore:
-    """A :class:`~flask_a2a.store.Store` on a SQLAlchemy engine (PostgreSQL or SQLite).
+    """A :class:`~flask_a2a.store.Store` on a SQLAlchemy engine (PostgreSQL, MySQL/MariaDB
+    or SQLite).
 
     :param engine: the app's engine (Flask-SQLAlchemy's, or one from ``A2A_DATABASE_URL``).
     :param table_prefix: prefix of the two table names, so several exchanges can share a DB.
@@ -140,6 +156,8 @@ class SQLStore:
         self.table_prefix = table_prefix
         self.statement_timeout = statement_timeout
         self.dialect = engine.dialect.name
+        #: MySQL or MariaDB (dialect ``mysql`` or ``mariadb``): ``sql_mysql``.
+        self.mysql = self.dialect in sql_mysql.DIALECTS
         self._millis = to_millis(statement_timeout)
         carried = session_settings(engine)
         #: The engine's connections already carry this timeout and commit mode.
@@ -158,21 +176,23 @@ class SQLStore:
             f"{table_prefix}tasks",
             self.metadata,
             sa.Column("id", _ID, primary_key=True),
-            sa.Column("owner", sa.String(MAX_KEY), nullable=False),
-            sa.Column("tenant", sa.String(MAX_KEY), nullable=True),
-            sa.Column("scopes", sa.Text, nullable=True),
-            sa.Column("skill", sa.String(MAX_KEY), nullable=True),
+            sa.Column("owner", _KEY, nullable=False),
+            sa.Column("tenant", _KEY, nullable=True),
+            sa.Column("scopes", sql_mysql.LONG_TEXT, nullable=True),
+            sa.Column("skill", _KEY, nullable=True),
             sa.Column("version", sa.Integer, nullable=False),
             sa.Column("state", sa.String(32), nullable=False),
             sa.Column("status_ts", sa.BigInteger, nullable=False),
-            sa.Column("context_id", sa.String(MAX_KEY), nullable=True),
+            sa.Column("context_id", _KEY, nullable=True),
             sa.Column("created_at", sa.BigInteger, nullable=False),
-            sa.Column("body", sa.Text, nullable=False),
+            sa.Column("body", sql_mysql.LONG_TEXT, nullable=False),
+            *self._mysql_columns(),
+            **sql_mysql.TABLE_OPTIONS,
         )
         c = self.tasks.c
         # NULL is no equality for the planner, so the keys are COALESCEd: then the index gives
         # the page order, and the raw columns at the end let counts stay index-only.
-        self.indexes = (
+        self.indexes = self._mysql_indexes() if self.mysql else (
             sa.Index(
                 f"ix_{table_prefix}tasks_tier",
                 c.owner, _blank(c.tenant), _blank(c.scopes), c.status_ts.desc(), c.id.desc(),
@@ -187,15 +207,16 @@ class SQLStore:
             f"{table_prefix}push_configs",
             self.metadata,
             sa.Column("task_id", _ID, primary_key=True),
-            sa.Column("id", sa.String(MAX_KEY), primary_key=True),
-            sa.Column("owner", sa.String(MAX_KEY), nullable=False, index=True),
+            sa.Column("id", _KEY, primary_key=True),
+            sa.Column("owner", _KEY, nullable=False, index=True),
             sa.Column("seq", sa.BigInteger, nullable=False),
-            sa.Column("body", sa.Text, nullable=False),
+            sa.Column("body", sql_mysql.LONG_TEXT, nullable=False),
+            **sql_mysql.TABLE_OPTIONS,
         )
-        #: PostgreSQL: task counts per tier, kept by triggers (``sql_counts``).
+        #: PostgreSQL and MySQL: task counts per tier, kept by triggers (``sql_counts``).
         self.counts = (
             sql_counts.counts_table(self.metadata, table_prefix)
-            if self.dialect == "postgresql"
+            if self.dialect == "postgresql" or self.mysql
             else None
         )
         #: Creates arriving while one INSERT runs are stored together by the next.
@@ -215,6 +236,23 @@ class SQLStore:
         }
         return cls(engine_from_url(url, **settings), table_prefix, **options)
 
+    def _mysql_columns(self) -> list[sa.Column[t.Any]]:
+        """MySQL: the scope set's digest, a virtual column the tier index can hold."""
+        if not self.mysql:
+            return []
+        computed = sa.Computed(sa.text(sql_mysql.SCOPES_KEY_SQL), persisted=False)
+        return [sa.Column("scopes_key", sql_mysql.DIGEST, computed)]
+
+    def _mysql_indexes(self) -> tuple[sa.Index, ...]:
+        """MySQL/MariaDB: plain columns (MariaDB has no expression indexes). InnoDB appends the
+        primary key (id) to each, so they give the (status_ts, id) page order; both fit the
+        3072-byte key limit (255 utf8mb4 characters are 1020 bytes)."""
+        c, prefix = self.tasks.c, self.table_prefix
+        return (
+            sa.Index(f"ix_{prefix}tasks_tier", c.owner, c.tenant, c.scopes_key, c.status_ts),
+            sa.Index(f"ix_{prefix}tasks_owner", c.owner, c.tenant, c.status_ts),
+        )
+
     # -- connections
 
     def _bound(self, conn: Connection) -> None:
@@ -233,11 +271,25 @@ class SQLStore:
         """One short transaction, bounded by the statement timeout."""
         if not self._ready:
             self._require_tables()
+        if self._autocommits and self.mysql:  # the session is READ COMMITTED already
+            with self.engine.connect() as conn, sql_mysql.explicit_transaction(conn):
+                yield conn
+            return
         if self._autocommits:
             with self.engine.connect() as conn:
                 conn = conn.execution_options(isolation_level="READ COMMITTED")
                 with conn.begin():
                     yield conn
+            return
+        if self.mysql:  # the host's engine: its settings come back after the transaction
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(isolation_level="READ COMMITTED")
+                try:
+                    with conn.begin():
+                        sql_mysql.bound_session(conn, self._millis)
+                        yield conn
+                finally:
+                    sql_mysql.restore_session(conn, self._millis)
             return
         with self.engine.begin() as conn:
             if not self._session_settings:
@@ -284,13 +336,22 @@ class SQLStore:
     def create_tables(self, conn: Connection) -> None:
         """Create what is missing on ``conn`` (in its transaction); add ``tenant`` / ``scopes``
         to an older task table. Idempotent: a migration may run it over tables the store made."""
+        if self.mysql:  # DDL is not transactional on MySQL: each statement commits alone
+            with sql_mysql.ddl_lock(conn, self.tasks.name, self.statement_timeout):
+                self._create_tables(conn)
+            return
         if self.dialect == "postgresql":
             # Replicas starting together must not race on DDL (DDL is transactional here).
             key = zlib.crc32(self.tasks.name.encode()) & 0x7FFFFFFF
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+        self._create_tables(conn)
+
+    def _create_tables(self, conn: Connection) -> None:
         inspector = sa.inspect(conn)
         if inspector.has_table(self.tasks.name):
             present = {col["name"] for col in inspector.get_columns(self.tasks.name)}
+            if self.mysql:  # types and collations first: the new columns come out right
+                sql_mysql.upgrade(conn, self.tasks)
             for name in ("tenant", "scopes"):
                 if name not in present:
                     column = self.tasks.c[name]
@@ -299,15 +360,26 @@ class SQLStore:
                         f"ALTER TABLE {conn.dialect.identifier_preparer.quote(self.tasks.name)}"
                         f" ADD COLUMN {name} {kind}"
                     )
-            for index in self.indexes:  # an older table may lack them
-                conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
+            if self.mysql:
+                if "scopes_key" not in present:
+                    sql_mysql.add_scopes_key(conn, self.tasks)
+                for index in sql_mysql.missing_indexes(conn, self.indexes):
+                    conn.execute(sa.schema.CreateIndex(index))
+            else:
+                for index in self.indexes:  # an older table may lack them
+                    conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
         else:
             self.metadata.create_all(conn, tables=[self.tasks], checkfirst=False)
         if not inspector.has_table(self.push_configs.name):
             self.metadata.create_all(conn, tables=[self.push_configs], checkfirst=False)
+        elif self.mysql:
+            sql_mysql.upgrade(conn, self.push_configs)
         if self.counts is not None and not inspector.has_table(self.counts.name):
             self.metadata.create_all(conn, tables=[self.counts], checkfirst=False)
-            sql_counts.install(conn, self.tasks, self.counts, self.table_prefix)
+            if self.mysql:
+                sql_mysql.install_counts(conn, self.tasks, self.counts)
+            else:
+                sql_counts.install(conn, self.tasks, self.counts, self.table_prefix)
 
     def drop(self) -> None:
         """Drop the tables (tests, and hosts that remove the exchange)."""
@@ -317,7 +389,7 @@ class SQLStore:
     def drop_tables(self, conn: Connection) -> None:
         """Drop what :meth:`create_tables` makes, on ``conn`` (a migration's downgrade)."""
         self.metadata.drop_all(conn, checkfirst=True)
-        if self.counts is not None:
+        if self.counts is not None and not self.mysql:  # MySQL: the triggers went with the table
             sql_counts.uninstall(conn, self.table_prefix)
 
     # -- rows
@@ -335,7 +407,22 @@ class SQLStore:
 
     def _tier_params(self, tier: Tier) -> dict[str, t.Any]:
         return {"owner": tier.owner, "tenant": tier.tenant or "",
-                "scopes": _scope_text(tier.scopes) or ""}  # fmt: skip
+                **self._scope_params(_scope_text(tier.scopes))}  # fmt: skip
+
+    def _scope_params(self, text: str | None) -> dict[str, str]:
+        """The bound values of :meth:`_scopes_is` for a stored scope text."""
+        params = {"scopes": text or ""}
+        if self.mysql:
+            params["scopes_key"] = sql_mysql.scopes_key(text)
+        return params
+
+    def _scopes_is(self, null: bool) -> list[t.Any]:
+        """Exact match on the scope set; on MySQL through its indexed digest."""
+        c = self.tasks.c
+        if not self.mysql:
+            return _is(c.scopes, "scopes", null)
+        exact = c.scopes.is_(None) if null else c.scopes == sa.bindparam("scopes")
+        return [c.scopes_key == sa.bindparam("scopes_key"), exact]
 
     def _tier_where(self, tenant_null: bool, scopes_null: bool) -> list[t.Any]:
         """One tier (owner, tenant, scope set), bound as ``:owner``, ``:tenant``, ``:scopes``."""
@@ -343,7 +430,7 @@ class SQLStore:
         return [
             c.owner == sa.bindparam("owner"),
             *_is(c.tenant, "tenant", tenant_null),
-            *_is(c.scopes, "scopes", scopes_null),
+            *self._scopes_is(scopes_null),
         ]
 
     def _statements(self) -> None:
@@ -364,6 +451,26 @@ class SQLStore:
             )
             .returning(c.owner, c.tenant, c.scopes, c.created_at)
         )
+        #: MySQL has no UPDATE ... RETURNING: the caller's creation-time fields are checked in
+        #: the WHERE instead (they never change), so a matched row has exactly those.
+        self._update_owned = (
+            self.tasks.update()
+            .where(
+                c.id == sa.bindparam("task_id"), c.version == sa.bindparam("expected"),
+                c.owner == sa.bindparam("was_owner"),
+                c.tenant.is_not_distinct_from(sa.bindparam("was_tenant")),
+                c.scopes.is_not_distinct_from(sa.bindparam("was_scopes")),
+                c.created_at == sa.bindparam("was_created_at"),
+            )
+            .values(
+                body=sa.bindparam("new_body"),
+                version=sa.bindparam("new_version"),
+                state=sa.bindparam("new_state"),
+                status_ts=sa.bindparam("new_status_ts"),
+                skill=sa.bindparam("new_skill"),
+            )
+        )  # fmt: skip
+        self._delete_one = self.tasks.delete().where(c.id == sa.bindparam("doomed"))
         self._trims: dict[tuple[bool, bool], t.Any] = {}
 
     def _trim_statement(self, tier: Tier) -> t.Any:
@@ -384,6 +491,9 @@ class SQLStore:
             .order_by(c.status_ts.desc(), c.id.desc())
             .offset(sa.bindparam("keep"))
         )
+        if self.mysql:  # MySQL: the candidates, read without locks (``_trim_mysql``)
+            self._trims[shape] = oldest
+            return oldest
         if self.dialect != "postgresql":
             statement = self.tasks.delete().where(c.id.in_(oldest.scalar_subquery()))
             self._trims[shape] = statement.returning(c.id)
@@ -427,6 +537,8 @@ class SQLStore:
             "created_at": _micros(record.created_at),
             "body": body,
         }
+        if self.mysql and _nul_field(row) is not None:
+            raise refusal(t.cast(str, _nul_field(row)), "must not contain NUL characters")
         try:
             try:  # concurrent creates share one INSERT (group commit)
                 self._creates.run(None, row, self._insert_rows)
@@ -450,6 +562,9 @@ class SQLStore:
             with self._one() as conn:
                 conn.execute(self._insert, rows[0])
             return
+        if self.mysql:  # tiers in one order: concurrent rounds take count rows in one order
+            rows = sorted(rows, key=lambda row: (row["owner"], row["tenant"] or "",
+                                                 row["scopes"] or ""))  # fmt: skip
         try:
             with self._tx() as conn:
                 conn.execute(self._insert, rows)
@@ -476,6 +591,8 @@ class SQLStore:
             "new_status_ts": _micros(task.status.timestamp),
             "new_skill": record.skill,
         }
+        if self.mysql:
+            return self._update_mysql(record, expected_version, values)
         with self._one() as conn:
             row = conn.execute(self._update, values).first()
         if row is None:  # the row moved (or is gone): say what it holds now
@@ -490,6 +607,31 @@ class SQLStore:
             version=expected_version + 1,
             skill=record.skill,
         )
+
+    def _update_mysql(
+        self, record: TaskRecord, expected_version: int, values: dict[str, t.Any]
+    ) -> TaskRecord:
+        """One UPDATE whose WHERE holds the caller's creation-time fields; if they are not the
+        row's, the row is read and the update made with the row's (ownership never moves)."""
+        owned = {
+            **values, "was_owner": record.owner, "was_tenant": record.tenant,
+            "was_scopes": _scope_text(record.scopes),
+            "was_created_at": _micros(record.created_at),
+        }  # fmt: skip
+        with self._one() as conn:
+            matched = conn.execute(self._update_owned, owned).rowcount
+        if matched == 1:
+            return dataclasses.replace(record, version=expected_version + 1)
+        current = self.get_task(record.task.id)
+        if current is None or current.version != expected_version:
+            raise StaleTaskError(current)
+        return self._update_mysql(
+            dataclasses.replace(
+                record, owner=current.owner, tenant=current.tenant, scopes=current.scopes,
+                created_at=current.created_at,
+            ),
+            expected_version, values,
+        )  # fmt: skip
 
     def task_versions(self, task_ids: list[str]) -> dict[str, tuple[int, TaskState]]:
         """Version and state of each task still stored (one query for the replica poll)."""
@@ -512,8 +654,8 @@ class SQLStore:
             params["tenant"] = query.tenant or ""
         if query.scoped:
             scopes = _scope_text(query.scopes)
-            where.extend(_is(c.scopes, "scopes", scopes is None))
-            params["scopes"] = scopes or ""
+            where.extend(self._scopes_is(scopes is None))
+            params.update(self._scope_params(scopes))
         if query.context_id:
             where.append(c.context_id == query.context_id)
         if query.states is not None:
@@ -524,6 +666,8 @@ class SQLStore:
         if query.cursor is not None:
             stamp, last_id = query.cursor
             page_where.append(sa.tuple_(c.status_ts, c.id) < sa.tuple_(_micros(stamp), last_id))
+            if self.mysql:  # MySQL ranges on a plain bound, not on a row comparison
+                page_where.append(c.status_ts <= _micros(stamp))
         filtered = query.context_id or query.states is not None or query.status_after is not None
         if self.counts is not None and not filtered:  # the tiers' trigger-kept counts
             counted = sql_counts.total(
@@ -531,6 +675,7 @@ class SQLStore:
                 query.owner,
                 query.tenant if query.tenanted else sql_counts.ANY,
                 _scope_text(query.scopes) if query.scoped else sql_counts.ANY,
+                hashed=self.mysql,
             )
         else:
             counted = sa.select(sa.func.count()).select_from(self.tasks).where(*where)
@@ -568,6 +713,8 @@ class SQLStore:
         """Delete the tier's oldest terminal tasks past ``keep``, and the owner's orphan configs."""
         params = {**self._tier_params(tier), "keep": max(0, keep)}
         statement = self._trim_statement(tier)
+        if self.mysql:
+            return self._trim_mysql(tier, statement, params)
         if self.dialect == "postgresql":  # one statement, run after every settle
             with self._one() as conn:
                 return list(conn.execute(statement, params).scalars())
@@ -577,6 +724,32 @@ class SQLStore:
             if doomed:  # the trimmed tasks' configs, and any the owner left orphaned before
                 alive = sa.select(self.tasks.c.id).where(self.tasks.c.id == pc.task_id).exists()
                 conn.execute(self.push_configs.delete().where(pc.owner == tier.owner, ~alive))
+        return doomed
+
+    def _trim_mysql(self, tier: Tier, oldest: t.Any, params: dict[str, t.Any]) -> list[str]:
+        """The candidates by a read that takes no lock (one round trip, usually empty); then per
+        chunk one short transaction locks them ``SKIP LOCKED`` (a row another trim holds is that
+        trim's to delete) before any count row is touched, deletes them by primary key and the
+        owner's orphan configs. A trim takes its task rows first, never waits on a task row,
+        and takes its tier's count row last, so trims and settles never wait in a cycle."""
+        c, pc = self.tasks.c, self.push_configs.c
+        with self._one() as conn:
+            candidates = list(conn.execute(oldest, params).scalars())
+        doomed: list[str] = []
+        skip = sql_mysql.skip_locked(self.engine.dialect)
+        for start in range(0, len(candidates), _CHUNK):
+            chunk = candidates[start : start + _CHUNK]
+            with self._tx() as conn:
+                locked = sa.select(c.id).where(c.id.in_(chunk), c.state.in_(_TERMINAL_STATES))
+                ids = list(conn.execute(locked.with_for_update(skip_locked=skip)).scalars())
+                if not ids:
+                    continue
+                # One primary-key DELETE per row: an IN list may be planned as a scan that
+                # waits on rows another trim holds while this one holds the count row.
+                conn.execute(self._delete_one, [{"doomed": task_id} for task_id in ids])
+                alive = sa.select(c.id).where(c.id == pc.task_id).exists()
+                conn.execute(self.push_configs.delete().where(pc.owner == tier.owner, ~alive))
+            doomed.extend(ids)
         return doomed
 
     # -- push configs

@@ -1,4 +1,4 @@
-"""Task counts per tier, kept by PostgreSQL triggers: ListTasks' ``totalSize`` in O(tiers).
+"""Task counts per tier, kept by triggers: ListTasks' ``totalSize`` in O(tiers).
 
 ``<prefix>task_counts`` holds one row per (owner, tenant, scope set) with the number of task rows
 in it. Statement-level triggers on the task table add each statement's inserted rows and
@@ -8,6 +8,9 @@ between tiers (the store keeps owner, tenant and scope set on update), so update
 
 Keys are ``''`` for no tenant / a session's scope set, ``'+' || tenant`` and the scope-set JSON
 otherwise, so a NULL and an empty string never share a row.
+
+On MySQL/MariaDB the triggers are row-level (``sql_mysql.install_counts``) and the scope-set key
+is its SHA-256 (an index key holds at most 3072 bytes).
 """
 
 from __future__ import annotations
@@ -18,13 +21,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..limits import MAX_KEY
+from . import sql_mysql
 
 
 def tenant_key(tenant: str | None) -> str:
     return "" if tenant is None else "+" + tenant
 
 
-def scopes_key(scope_text: str | None) -> str:
+def scopes_key(scope_text: str | None, hashed: bool = False) -> str:
+    if hashed:
+        return sql_mysql.scopes_key(scope_text)
     return scope_text or ""
 
 
@@ -32,10 +38,12 @@ def counts_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
     return sa.Table(
         f"{prefix}task_counts",
         metadata,
-        sa.Column("owner", sa.String(MAX_KEY), primary_key=True),
-        sa.Column("tenant_key", sa.String(MAX_KEY + 1), primary_key=True),
-        sa.Column("scopes_key", sa.Text, primary_key=True),
+        sa.Column("owner", sql_mysql.Exact(MAX_KEY), primary_key=True),
+        sa.Column("tenant_key", sql_mysql.Exact(MAX_KEY + 1), primary_key=True),
+        sa.Column("scopes_key", sql_mysql.DIGEST_KEY,
+                  primary_key=True),
         sa.Column("tasks", sa.BigInteger, nullable=False),
+        **sql_mysql.TABLE_OPTIONS,
     )
 
 
@@ -95,15 +103,17 @@ def uninstall(conn: Connection, prefix: str) -> None:
     conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {function}() CASCADE")
 
 
-def total(counts: sa.Table, owner: str, tenant: str | None | t.Any, scopes: t.Any) -> t.Any:
+def total(
+    counts: sa.Table, owner: str, tenant: str | None | t.Any, scopes: t.Any, hashed: bool = False
+) -> t.Any:
     """``SUM(tasks)`` of the owner's tiers, narrowed to a tenant and a scope set when given
-    (pass ``ANY`` to leave one open)."""
+    (pass ``ANY`` to leave one open); ``hashed``: scope sets are keyed by digest (MySQL)."""
     c = counts.c
     query = sa.select(sa.func.coalesce(sa.func.sum(c.tasks), 0)).where(c.owner == owner)
     if tenant is not ANY:
         query = query.where(c.tenant_key == tenant_key(tenant))
     if scopes is not ANY:
-        query = query.where(c.scopes_key == scopes_key(scopes))
+        query = query.where(c.scopes_key == scopes_key(scopes, hashed))
     return query
 
 
