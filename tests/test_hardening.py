@@ -373,4 +373,7 @@ def test_sendable_credentials_are_delivered_as_given(
     hit = webhook.wait_for(1)[0]  # the snapshot of a task not yet settled, or its last state
     assert hit.headers["A2A-Notification-Token"] == "tok\u00e9-1"
     assert hit.headers["Authorization"] == 'Basic dXNlcjpw\u00e9ss== realm="a b"'
-    assert not [r for r in caplog.records if "push delivery" in r.getMessage()]
+    # Nothing failed to encode (a delivery that loses the race with the webhook's close is
+    # another matter: its transport error is logged, and not this test's concern).
+    assert not [r for r in caplog.records if "Encode" in r.getMessage() or "panicked" in
+                r.getMessage()]
