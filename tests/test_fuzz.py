@@ -19,12 +19,14 @@ time (docs/security.md):
 
 from __future__ import annotations
 
+import base64
 import collections
 import copy
 import dataclasses
 import json
 import os
 import re
+import socket
 import sys
 import time
 import typing as t
@@ -73,7 +75,10 @@ CODES: t.Final = frozenset(
 BEFORE_ID: t.Final = frozenset({-32700, -32005, -31400, -31403, -31405, -31413})
 
 
-def fuzz_settings(examples: int) -> t.Any:
+_F = t.TypeVar("_F", bound=t.Callable[..., t.Any])
+
+
+def fuzz_settings(examples: int) -> t.Callable[[_F], _F]:
     """``examples`` derandomized in the suite; ``A2A_FUZZ_EXAMPLES`` random ones when set."""
     return settings(
         max_examples=EXAMPLES or examples,
@@ -109,13 +114,18 @@ class NoNetwork(requests.Session):
         return response
 
 
-def resolve(host: str) -> list[str]:
-    """Push hosts resolve to loopback (private push is allowed; nothing is dialled anyway)."""
-    import socket
+HOOK: t.Final = "https://hooks.example.com/a"
+#: Where the push hosts of the generated configs resolve. Nothing is ever dialled (NoNetwork).
+HOSTS: t.Final = {"hooks.example.com": ["93.184.215.14"], "inside.example.com": ["10.1.2.3"]}
 
-    if host.endswith("example.com"):
-        return ["127.0.0.1"]
-    raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+def resolve(host: str) -> list[str]:
+    """The push resolver: the names above, else what the system resolver raises for ``host``
+    without a lookup (``AI_NUMERICHOST``: an odd name's UnicodeError, or "no such name")."""
+    if host in HOSTS:
+        return HOSTS[host]
+    infos = socket.getaddrinfo(host, None, flags=socket.AI_NUMERICHOST)
+    return [str(info[4][0]) for info in infos]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +141,7 @@ class Harness:
 
     def __init__(self, store: t.Any) -> None:
         self.app = Flask("fuzz_app")
-        self.app.config.update(TESTING=True, A2A_KEEPALIVE_INTERVAL=0.2, A2A_ALLOW_PRIVATE_PUSH=True)
+        self.app.config.update(TESTING=True, A2A_KEEPALIVE_INTERVAL=0.2)
         self.a2a = A2A(
             self.app,
             skills=[
@@ -147,6 +157,7 @@ class Harness:
             push_resolver=resolve,
         )
         self.exchange = self.a2a.exchange(self.app)
+        assert isinstance(self.exchange.push.client.session, NoNetwork)  # no delivery leaves
         self.store = store
         self.client = A2ATestClient(self.app)
         self.seeds: dict[tuple[str, str], str] = {}
@@ -172,8 +183,9 @@ class Harness:
                     assert task["status"]["state"] == state.value, task
                     self.seeds[(owner, kind)] = task_id = task["id"]
                 if kind != "rejected" and self.store.get_push_config(task_id, "cfg-1") is None:
-                    params = {"taskId": task_id, "id": "cfg-1", "url": "https://hooks.example.com/a"}
-                    self.client.rpc("CreateTaskPushNotificationConfig", params, token=owner).result
+                    params = {"taskId": task_id, "id": "cfg-1", "url": HOOK}
+                    made = self.client.rpc("CreateTaskPushNotificationConfig", params, token=owner)
+                    assert made.result["id"] == "cfg-1"
         self.settle()
 
     def resolve(self, value: t.Any, headers: t.Mapping[str, str]) -> t.Any:
@@ -319,7 +331,8 @@ ODD_STRINGS: t.Final = [
     "", " ", "\x00", "a\x00b", "\u202egnp.exe", "\u2066x\u2069", "\u200b", "\ufeff", "\x7f",
     "\x85", "\x9b[31m", "\t\r\n", "\U0001f600", "\U0010ffff", "\ud7ff", "null", "0", "-1",
     "ROLE_USER", "TASK_STATE_COMPLETED", "../../etc/passwd", "<script>", "%00", "\\u0000",
-    "\ud800", "a" * 128, "a" * 129, "a" * 255, "a" * 256, "é" * 300, "\U0001d518" * 200, "a" * 70000,
+    "\ud800", "a" * 128, "a" * 129, "a" * 255, "a" * 256, "é" * 300, "\U0001d518" * 200,
+    "a" * 70000,
 ]
 
 
@@ -465,13 +478,32 @@ def push_configs() -> st.SearchStrategy[t.Any]:
     return obj(
         url=st.sampled_from(
             ["https://hooks.example.com/a", "http://hooks.example.com:8080/b?x=1",
-             "https://unknown.invalid/", "ftp://hooks.example.com/", "http://127.0.0.1/x"]
+             "https://unknown.invalid/", "http://inside.example.com/", "http://127.0.0.1/x",
+             "http://0x7f.1/", "http://[::ffff:10.0.0.1]/", "http://[fe80::1%25eth0]/",
+             "http://93.184.215.14:99999/", "http://user:pw@hooks.example.com/",
+             "http://" + "a" * 64 + ".com/", "http://a..b/", "http://\u00e9x.example/",
+             "ftp://hooks.example.com/", "http:///x", "http://[::1/"]
         ),
         id=maybe(st.one_of(config_ids(), st.text(min_size=1, max_size=8))),
         taskId=maybe(task_ids()),
         token=maybe(st.sampled_from(["tok", "a b", "x" * 40])),
         authentication=maybe(obj(scheme=st.sampled_from(["Bearer", "Basic"]),
                                  credentials=maybe(st.just("c2VjcmV0")))),
+    )
+
+
+def page_tokens() -> st.SearchStrategy[str]:
+    """Tokens shaped like ours (base64 of ``[timestamp, task id]``) around odd members."""
+    stamps = st.one_of(
+        st.sampled_from(["2026-01-01T00:00:00.000Z", "0001-01-01T00:00:00Z",
+                         "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59.999Z"]),
+        scalars(),
+    )
+    members = st.one_of(st.tuples(stamps, st.one_of(task_ids(), scalars())).map(list), junk())
+    return members.map(
+        lambda m: base64.urlsafe_b64encode(
+            json.dumps(m, default=lambda r: "0" * 32).encode()
+        ).decode().rstrip("=")
     )
 
 
@@ -500,7 +532,7 @@ PARAMS: t.Final[dict[str, st.SearchStrategy[t.Any]]] = {
         status=maybe(st.one_of(st.sampled_from([s.value for s in TaskState]),
                                st.integers(0, 8))),
         pageSize=maybe(st.integers(1, 100)),
-        pageToken=maybe(st.just("WyIyMDI2LTAxLTAxVDAwOjAwOjAwLjAwMFoiLCJ4Il0")),
+        pageToken=maybe(page_tokens()),
         historyLength=maybe(st.integers(0, 5)),
         statusTimestampAfter=maybe(st.sampled_from(
             ["2026-01-02T03:04:05Z", "2020-01-01T00:00:00.123456789+05:30",
@@ -666,7 +698,7 @@ def envelopes(draw: st.DrawFn) -> tuple[dict[str, t.Any], t.Any, bool, str | Non
     doc: dict[str, t.Any] = {"jsonrpc": "2.0", "method": method}
     if not draw(rarely(20)) or params is None:
         doc["params"] = params
-    rid = draw(st.one_of(st.integers(-(2**63), 2**63), st.text(max_size=8), strings(),
+    rid: t.Any = draw(st.one_of(st.integers(-(2**63), 2**63), st.text(max_size=8), strings(),
                          st.none()))
     id_known = True
     odd = draw(st.sampled_from(["id"] * 28 + ["odd id", "no id"]))
