@@ -49,6 +49,8 @@ from tests.conftest import token_principal, wait_for
 EXAMPLES = int(os.environ.get("A2A_FUZZ_EXAMPLES") or 0)
 SECONDS = float(os.environ.get("A2A_FUZZ_SECONDS") or 0)
 LONG = EXAMPLES > 0
+#: pytest-timeout per property: the suite's 300 s, or the long run's budget and a margin.
+TIMEOUT = (SECONDS + 300 if SECONDS else 0) if LONG else 300
 
 OWNERS: t.Final = ("alice", "bob")
 EXTENSION: t.Final = "https://example.com/ext/geo/v1"
@@ -768,6 +770,7 @@ def run_structured(harness: Harness, data: st.DataObject) -> None:
     harness.send(body, hdrs, expected_id=expected_id, id_known=id_known, rpc_method=method)
 
 
+@pytest.mark.timeout(TIMEOUT)
 @fuzz_settings(200)
 @given(data=st.data())
 def test_structured_requests_memory(memory: Harness, data: st.DataObject) -> None:
@@ -775,6 +778,7 @@ def test_structured_requests_memory(memory: Harness, data: st.DataObject) -> Non
     run_structured(memory, data)
 
 
+@pytest.mark.timeout(TIMEOUT)
 @fuzz_settings(60)
 @given(data=st.data())
 def test_structured_requests_sqlite(sqlite: Harness, data: st.DataObject) -> None:
@@ -818,6 +822,7 @@ def lenient_read(body: bytes) -> tuple[t.Any, bool, str | None]:
     return None, False, method
 
 
+@pytest.mark.timeout(TIMEOUT)
 @fuzz_settings(200)
 @given(data=st.data())
 def test_raw_bodies_and_headers(memory: Harness, data: st.DataObject) -> None:
