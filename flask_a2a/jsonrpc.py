@@ -3,7 +3,8 @@
 Decoding is strict where leniency would be ambiguous: a key repeated anywhere in the body, a
 top-level key spelled in two cases (``method`` and ``Method``), and the non-JSON constants
 ``NaN``/``Infinity`` are parse errors, never resolved last-key-wins. So are values no answer could
-carry back: a body that is not UTF-8, a number too large for a double, a lone UTF-16 surrogate.
+carry back: a body that is not UTF-8, a number too large for a double, a lone UTF-16 surrogate,
+arrays and objects nested deeper than :data:`MAX_DEPTH`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,28 @@ def _finite(text: str) -> float:
     return value
 
 
+#: The deepest nesting of arrays and objects a request may use, the request object being level
+#: 1 (protobuf's JSON reader, which the official SDK uses, allows 100 as well). Nesting near the
+#: interpreter's recursion limit would parse and then fail where the value is encoded again.
+MAX_DEPTH: t.Final = 100
+
+
+def _too_deep(body: bytes, doc: t.Any) -> bool:
+    """``doc`` nests deeper than :data:`MAX_DEPTH` (a walk only when the brackets allow it)."""
+    if body.count(b"[") + body.count(b"{") <= MAX_DEPTH:
+        return False
+    level: list[tuple[t.Any, int]] = [(doc, 1)]
+    while level:
+        value, depth = level.pop()
+        children = value.values() if isinstance(value, dict) else value
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth == MAX_DEPTH:
+                    return True
+                level.append((child, depth + 1))
+    return False
+
+
 #: A ``\uD800``-``\uDFFF`` escape: the only way a surrogate gets into a UTF-8 body.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -74,6 +97,8 @@ def decode_json(body: bytes) -> t.Any:
             # Paired escapes decode to one code point; a lone one cannot be UTF-8 encoded
             # again, so it would break the answer (the id is echoed) and every stored copy.
             json.dumps(doc, ensure_ascii=False).encode("utf-8")
+        if isinstance(doc, dict | list) and _too_deep(body, doc):
+            raise JSONParseError(f"Invalid JSON payload: nested deeper than {MAX_DEPTH} levels")
         return doc
     except _DuplicateKey:
         raise JSONParseError("Invalid JSON payload: a key is repeated") from None

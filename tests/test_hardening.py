@@ -377,3 +377,50 @@ def test_sendable_credentials_are_delivered_as_given(
     # another matter: its transport error is logged, and not this test's concern).
     assert not [r for r in caplog.records if "Encode" in r.getMessage() or "panicked" in
                 r.getMessage()]
+
+
+# ------------------------------------------- l-fuzz: JSON nested deeper than anything encodes
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def send_body(data_json: str) -> str:
+    return (
+        '{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m",'
+        '"role":"ROLE_USER","parts":[{"data":' + data_json + '}],"metadata":{"skill":"echo"}}}}'
+    )
+
+
+def test_json_nested_past_the_depth_limit_is_a_parse_error(
+    app: Flask, client: A2ATestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by tests/test_fuzz.py: a body nested just under the parser's recursion limit
+    parsed, then failed to encode (a deeper stack) and was answered -32603. Every depth past
+    the limit is now a parse error, whatever the interpreter's recursion limit."""
+    import sys
+
+    limit = sys.getrecursionlimit()
+    for depth in [101, *range(max(102, limit - 200), limit + 5)]:
+        response = client.post(send_body(nested(depth - 5)))  # the body holds 5 levels
+        body = response.get_json()
+        assert body["error"]["code"] == -32700, (depth, body)
+        assert body["id"] is None
+        if depth == 101:
+            assert body["error"]["message"] == "Invalid JSON payload: nested deeper than 100 levels"
+    assert stored(app)["tasks"] == []
+    no_traceback(caplog)
+
+
+def test_json_nested_to_the_depth_limit_is_read(client: A2ATestClient) -> None:
+    response = client.post(send_body(nested(100 - 5)))
+    task = response.get_json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert task["history"][0]["parts"][0]["data"] == json.loads(nested(95))
+
+
+def test_objects_nested_past_the_depth_limit_are_a_parse_error(client: A2ATestClient) -> None:
+    inner = '{"a":' * 95 + "{}" + "}" * 95  # levels 6..101
+    body = client.post(send_body(inner)).get_json()
+    assert body["error"]["code"] == -32700 and body["id"] is None
