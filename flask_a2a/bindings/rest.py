@@ -1,7 +1,7 @@
 """The HTTP+JSON (REST) binding (spec §11): a route -> the exchange's method -> an HTTP answer.
 
 Imports nothing of Flask. A request runs through the same checks as a JSON-RPC one, by the same
-functions of ``pipeline.py`` (Origin gate before the body, body cap, content type, strict JSON,
+functions of ``checks.py`` (Origin gate before the body, body cap, content type, strict JSON,
 principal, ``A2A-Version``, extensions), then the route's path, query and body are turned into
 the very params dict a JSON-RPC call carries and handed to the same method of
 :class:`~flask_a2a.exchange.methods.Exchange`. So every behaviour is one piece of code for both

@@ -31,7 +31,7 @@ class BusEvent:
 
 @dataclasses.dataclass(frozen=True)
 class BusHooks:
-    """What a bus shared by several processes needs from its exchange (see ``redis_bus.py``)."""
+    """What a bus shared by several processes needs from its exchange (``fleet/redis_bus.py``)."""
 
     #: Runs background work (a greenlet under gevent, a daemon thread otherwise).
     spawn: t.Callable[[t.Callable[[], None]], None]

@@ -3,7 +3,7 @@
 A run claims an owner slot and a pool slot, executes the skill's handler, settles what the
 handler left open (COMPLETED, or FAILED with the error), fails at its deadline, writes a held
 task when it outlives ``A2A_BLOCKING_WRITE_DELAY``, and is cut by a cancel, a deletion or
-shutdown. The exchange (``server.py``) decides what to run; this module runs it.
+shutdown. The exchange (``methods.py``) decides what to run; this module runs it.
 """
 
 from __future__ import annotations
