@@ -29,7 +29,7 @@ if t.TYPE_CHECKING:
     from types import TracebackType
 
 TRACER_NAME: t.Final = "flask_a2a"
-#: Where the exchange puts a task's skill id in the task's metadata (server.SKILL_METADATA_KEY).
+#: Where the exchange puts a task's skill id in its metadata (runs.py's SKILL_METADATA_KEY).
 _SKILL_KEY: t.Final = "flask_a2a.skill"
 
 
