@@ -184,7 +184,7 @@ def idle_streams(bench: t.Any, n: int) -> dict[str, t.Any]:
 
 def _seed(store: t.Any, owner: str, count: int) -> None:
     """Insert ``count`` completed echo tasks for ``owner``, as create/update would store them."""
-    from flask_a2a.model import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
+    from flask_a2a.protocol.model import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
     from flask_a2a.store.base import encode_task
     from flask_a2a.store.sql import _micros
 

@@ -15,103 +15,107 @@ import typing as t
 __version__ = "0.1.0"
 
 if t.TYPE_CHECKING:
-    from .agent_extensions import AgentExtension as AgentExtension
-    from .card import AgentCard as AgentCard
-    from .client import A2AClient as A2AClient
-    from .client import A2AClientError as A2AClientError
+    from .card.document import AgentCard as AgentCard
+    from .client.a2a_client import A2AClient as A2AClient
+    from .client.a2a_client import A2AClientError as A2AClientError
     from .config import ConfigError as ConfigError
-    from .entities import Entity as Entity
-    from .errors import A2AError as A2AError
-    from .errors import ContentTypeNotSupportedError as ContentTypeNotSupportedError
-    from .errors import ExtendedAgentCardNotConfiguredError as ExtendedAgentCardNotConfiguredError
-    from .errors import ExtensionSupportRequiredError as ExtensionSupportRequiredError
-    from .errors import ForbiddenOriginError as ForbiddenOriginError
-    from .errors import InternalError as InternalError
-    from .errors import InvalidAgentResponseError as InvalidAgentResponseError
-    from .errors import InvalidParamsError as InvalidParamsError
-    from .errors import InvalidRequestError as InvalidRequestError
-    from .errors import JSONParseError as JSONParseError
-    from .errors import MalformedBodyError as MalformedBodyError
-    from .errors import MethodNotAllowedError as MethodNotAllowedError
-    from .errors import MethodNotFoundError as MethodNotFoundError
-    from .errors import PayloadTooLargeError as PayloadTooLargeError
-    from .errors import PushNotificationNotSupportedError as PushNotificationNotSupportedError
-    from .errors import StreamSeatsExhaustedError as StreamSeatsExhaustedError
-    from .errors import TaskCanceled as TaskCanceled
-    from .errors import TaskInterrupted as TaskInterrupted
-    from .errors import TaskNotCancelableError as TaskNotCancelableError
-    from .errors import TaskNotFoundError as TaskNotFoundError
-    from .errors import TaskSettled as TaskSettled
-    from .errors import TaskTimedOut as TaskTimedOut
-    from .errors import TaskVisibleError as TaskVisibleError
-    from .errors import UnauthenticatedError as UnauthenticatedError
-    from .errors import UnsupportedOperationError as UnsupportedOperationError
-    from .errors import VersionNotSupportedError as VersionNotSupportedError
+    from .entities.registry import Entity as Entity
+    from .exchange.router import Skill as Skill
+    from .exchange.runner import GeventRunner as GeventRunner
+    from .exchange.runner import ThreadRunner as ThreadRunner
+    from .exchange.tasks import TaskContext as TaskContext
+    from .exchange.tasks import TaskUpdater as TaskUpdater
     from .extension import A2A as A2A
-    from .model import Artifact as Artifact
-    from .model import Message as Message
-    from .model import Part as Part
-    from .model import Principal as Principal
-    from .model import Role as Role
-    from .model import Task as Task
-    from .model import TaskState as TaskState
-    from .router import Skill as Skill
-    from .runner import GeventRunner as GeventRunner
-    from .runner import ThreadRunner as ThreadRunner
+    from .protocol.errors import A2AError as A2AError
+    from .protocol.errors import ContentTypeNotSupportedError as ContentTypeNotSupportedError
+    from .protocol.errors import (
+        ExtendedAgentCardNotConfiguredError as ExtendedAgentCardNotConfiguredError,
+    )
+    from .protocol.errors import ExtensionSupportRequiredError as ExtensionSupportRequiredError
+    from .protocol.errors import ForbiddenOriginError as ForbiddenOriginError
+    from .protocol.errors import InternalError as InternalError
+    from .protocol.errors import InvalidAgentResponseError as InvalidAgentResponseError
+    from .protocol.errors import InvalidParamsError as InvalidParamsError
+    from .protocol.errors import InvalidRequestError as InvalidRequestError
+    from .protocol.errors import JSONParseError as JSONParseError
+    from .protocol.errors import MalformedBodyError as MalformedBodyError
+    from .protocol.errors import MethodNotAllowedError as MethodNotAllowedError
+    from .protocol.errors import MethodNotFoundError as MethodNotFoundError
+    from .protocol.errors import PayloadTooLargeError as PayloadTooLargeError
+    from .protocol.errors import (
+        PushNotificationNotSupportedError as PushNotificationNotSupportedError,
+    )
+    from .protocol.errors import StreamSeatsExhaustedError as StreamSeatsExhaustedError
+    from .protocol.errors import TaskCanceled as TaskCanceled
+    from .protocol.errors import TaskInterrupted as TaskInterrupted
+    from .protocol.errors import TaskNotCancelableError as TaskNotCancelableError
+    from .protocol.errors import TaskNotFoundError as TaskNotFoundError
+    from .protocol.errors import TaskSettled as TaskSettled
+    from .protocol.errors import TaskTimedOut as TaskTimedOut
+    from .protocol.errors import TaskVisibleError as TaskVisibleError
+    from .protocol.errors import UnauthenticatedError as UnauthenticatedError
+    from .protocol.errors import UnsupportedOperationError as UnsupportedOperationError
+    from .protocol.errors import VersionNotSupportedError as VersionNotSupportedError
+    from .protocol.extensions import AgentExtension as AgentExtension
+    from .protocol.model import Artifact as Artifact
+    from .protocol.model import Message as Message
+    from .protocol.model import Part as Part
+    from .protocol.model import Principal as Principal
+    from .protocol.model import Role as Role
+    from .protocol.model import Task as Task
+    from .protocol.model import TaskState as TaskState
     from .store import MemoryStore as MemoryStore
     from .store import Store as Store
-    from .tasks import TaskContext as TaskContext
-    from .tasks import TaskUpdater as TaskUpdater
 
 #: Public name -> the submodule defining it.
 _SOURCES: t.Final[dict[str, str]] = {
-    "AgentExtension": "agent_extensions",
-    "AgentCard": "card",
-    "A2AClient": "client",
-    "A2AClientError": "client",
+    "AgentExtension": "protocol.extensions",
+    "AgentCard": "card.document",
+    "A2AClient": "client.a2a_client",
+    "A2AClientError": "client.a2a_client",
     "ConfigError": "config",
-    "Entity": "entities",
-    "A2AError": "errors",
-    "ContentTypeNotSupportedError": "errors",
-    "ExtendedAgentCardNotConfiguredError": "errors",
-    "ExtensionSupportRequiredError": "errors",
-    "ForbiddenOriginError": "errors",
-    "InternalError": "errors",
-    "InvalidAgentResponseError": "errors",
-    "InvalidParamsError": "errors",
-    "InvalidRequestError": "errors",
-    "JSONParseError": "errors",
-    "MalformedBodyError": "errors",
-    "MethodNotAllowedError": "errors",
-    "MethodNotFoundError": "errors",
-    "PayloadTooLargeError": "errors",
-    "PushNotificationNotSupportedError": "errors",
-    "StreamSeatsExhaustedError": "errors",
-    "TaskCanceled": "errors",
-    "TaskInterrupted": "errors",
-    "TaskNotCancelableError": "errors",
-    "TaskNotFoundError": "errors",
-    "TaskSettled": "errors",
-    "TaskTimedOut": "errors",
-    "TaskVisibleError": "errors",
-    "UnauthenticatedError": "errors",
-    "UnsupportedOperationError": "errors",
-    "VersionNotSupportedError": "errors",
+    "Entity": "entities.registry",
+    "A2AError": "protocol.errors",
+    "ContentTypeNotSupportedError": "protocol.errors",
+    "ExtendedAgentCardNotConfiguredError": "protocol.errors",
+    "ExtensionSupportRequiredError": "protocol.errors",
+    "ForbiddenOriginError": "protocol.errors",
+    "InternalError": "protocol.errors",
+    "InvalidAgentResponseError": "protocol.errors",
+    "InvalidParamsError": "protocol.errors",
+    "InvalidRequestError": "protocol.errors",
+    "JSONParseError": "protocol.errors",
+    "MalformedBodyError": "protocol.errors",
+    "MethodNotAllowedError": "protocol.errors",
+    "MethodNotFoundError": "protocol.errors",
+    "PayloadTooLargeError": "protocol.errors",
+    "PushNotificationNotSupportedError": "protocol.errors",
+    "StreamSeatsExhaustedError": "protocol.errors",
+    "TaskCanceled": "protocol.errors",
+    "TaskInterrupted": "protocol.errors",
+    "TaskNotCancelableError": "protocol.errors",
+    "TaskNotFoundError": "protocol.errors",
+    "TaskSettled": "protocol.errors",
+    "TaskTimedOut": "protocol.errors",
+    "TaskVisibleError": "protocol.errors",
+    "UnauthenticatedError": "protocol.errors",
+    "UnsupportedOperationError": "protocol.errors",
+    "VersionNotSupportedError": "protocol.errors",
     "A2A": "extension",
-    "Artifact": "model",
-    "Message": "model",
-    "Part": "model",
-    "Principal": "model",
-    "Role": "model",
-    "Task": "model",
-    "TaskState": "model",
-    "Skill": "router",
-    "GeventRunner": "runner",
-    "ThreadRunner": "runner",
+    "Artifact": "protocol.model",
+    "Message": "protocol.model",
+    "Part": "protocol.model",
+    "Principal": "protocol.model",
+    "Role": "protocol.model",
+    "Task": "protocol.model",
+    "TaskState": "protocol.model",
+    "Skill": "exchange.router",
+    "GeventRunner": "exchange.runner",
+    "ThreadRunner": "exchange.runner",
     "MemoryStore": "store",
     "Store": "store",
-    "TaskContext": "tasks",
-    "TaskUpdater": "tasks",
+    "TaskContext": "exchange.tasks",
+    "TaskUpdater": "exchange.tasks",
 }
 
 __all__ = [*_SOURCES, "__version__"]

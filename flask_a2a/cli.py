@@ -19,12 +19,12 @@ import requests
 from flask import current_app
 from flask.cli import AppGroup
 
-from . import wire
-from .card import AGENT_CARD_PATH
-from .client import A2AClient, A2AClientError
-from .errors import A2AError
+from .card.document import AGENT_CARD_PATH
+from .client.a2a_client import A2AClient, A2AClientError
 from .extension import A2A, A2AState
-from .model import (
+from .protocol import wire
+from .protocol.errors import A2AError
+from .protocol.model import (
     UNSET,
     Message,
     Part,
@@ -34,10 +34,10 @@ from .model import (
     TaskStatusUpdateEvent,
     Tier,
 )
-from .push_secrets import ROTATE_BATCH, rotate_sql_store
+from .push.secrets import ROTATE_BATCH, rotate_sql_store
 from .store.base import ListQuery, TaskRecord
+from .store.choice import chosen_store
 from .store.memory import MemoryStore
-from .store_choice import chosen_store
 
 a2a_cli = AppGroup("a2a", help="Inspect and maintain the A2A task exchange; call A2A agents.")
 

@@ -14,29 +14,31 @@ import weakref
 
 from flask import Blueprint, Flask, Response, current_app, has_app_context, request
 
-from .agent_extensions import declared_extensions
-from .bus import Bus
-from .card import PROTECTED_RESOURCE_PATH, AgentCard, CardPublisher, check_card_config
+from .bindings import jsonrpc as jsonrpc_binding
+from .bindings import rest as rest_binding
+from .card.document import PROTECTED_RESOURCE_PATH, AgentCard, CardPublisher, check_card_config
 from .config import DEFAULTS, Settings
-from .entities import Entity, EntityGate, EntityRegistry
-from .metrics import metrics_view, recorder
-from .model import Principal
-from .pipeline import HTTPRequest, Reply
-from .push import PushSender
-from .push_secrets import PushSecrets
-from .replicas import ReplicaWatch, is_shared
-from .router import Skill
-from .runner import Runner, default_runner
-from .server import Exchange
+from .entities.registry import Entity, EntityGate, EntityRegistry
+from .exchange.bus import Bus
+from .exchange.calls import HTTPRequest, Reply
+from .exchange.methods import Exchange
+from .exchange.replicas import ReplicaWatch, is_shared
+from .exchange.router import Skill
+from .exchange.runner import Runner, default_runner
+from .exchange.tasks import TaskUpdater, scrub
+from .ops.metrics import metrics_view, recorder
+from .protocol.extensions import declared_extensions
+from .protocol.model import Principal
+from .push.secrets import PushSecrets
+from .push.webhooks import PushSender
 from .store.base import Store
+from .store.choice import chosen_store, store_for
 from .store.memory import MemoryStore
-from .store_choice import chosen_store, store_for
-from .tasks import TaskUpdater, scrub
 
 if t.TYPE_CHECKING:
     import requests
 
-    from .signing import SigningKey
+    from .card.signing import SigningKey
 
 PrincipalHook = t.Callable[[], "Principal | str | None"]
 ExtendedCardHook = t.Callable[[Principal], t.Any]
@@ -102,7 +104,7 @@ class A2A:
     :param extended_card: ``extended_card(principal) -> dict | AgentCard`` served by
         GetExtendedAgentCard (an AgentCard is rendered as a full card, signed like the public one).
     :param card: what the public agent card says about the agent.
-    :param signing_keys: :class:`flask_a2a.signing.SigningKey` objects (the ``signing`` extra);
+    :param signing_keys: :class:`flask_a2a.card.signing.SigningKey` objects (the ``signing`` extra);
         each signs the card (several = key rotation) and is published in the JWKS.
     :param push_client: a ``requests.Session`` for push deliveries; a plain one is cloned with
         the dial-time address guard, any other is wrapped with a resolve-then-check guard.
@@ -113,7 +115,7 @@ class A2A:
         ``A2A_DISABLE_ENTITY_SKILLS``), re-entering the app with the caller's credentials.
     :param entity_gate: ``gate(principal_or_None, entity, operation) -> bool``; a refused tool
         fails with ``tool unavailable``, and the card lists what an anonymous caller may list.
-    :param bus: the event bus; a :class:`flask_a2a.redis_bus.RedisBus` on ``A2A_REDIS_URL``
+    :param bus: the event bus; a :class:`flask_a2a.fleet.redis_bus.RedisBus` on ``A2A_REDIS_URL``
         when that is set, else the in-process bus.
 
     Settings are ``A2A_*`` config keys read once in :meth:`init_app` (docs/configuration.md).
@@ -220,7 +222,7 @@ class A2A:
         exchange.updater_context = lambda: _app_context(app)
         store.when_chosen(lambda chosen: _watch_replicas(exchange))
         if settings.fleet_limits:
-            from .fleet_limits import install_fleet_limits
+            from .fleet.limits import install_fleet_limits
 
             install_fleet_limits(exchange)
         state = A2AState(exchange, self._principal, self._card, self._signing_keys)
@@ -316,7 +318,7 @@ def default_bus(settings: Settings) -> Bus | None:
     if not settings.redis_url:
         return None
     try:
-        from .redis_bus import RedisBus
+        from .fleet.redis_bus import RedisBus
     except ImportError as exc:
         raise RuntimeError(
             "A2A_REDIS_URL needs the redis extra: pip install 'flask-a2a[redis]'"
@@ -374,13 +376,19 @@ def _state() -> A2AState:
 
 def _exchange_view() -> Response:
     state = _state()
-    return _answer(state, state.exchange.handle(_http_request(state)))
+    exchange = state.exchange
+    return _answer(state, jsonrpc_binding.handle(
+        _http_request(state), exchange.settings, exchange.methods, exchange.extensions
+    ))
 
 
 def _rest_view(route: str = "") -> Response:
     """The HTTP+JSON binding: every path below ``A2A_REST_PATH`` (``rest.py`` routes it)."""
     state = _state()
-    return _answer(state, state.exchange.handle_rest(_http_request(state), route))
+    exchange = state.exchange
+    return _answer(state, rest_binding.handle(
+        _http_request(state), route, exchange.settings, exchange.methods, exchange.extensions
+    ))
 
 
 def _http_request(state: A2AState) -> HTTPRequest:

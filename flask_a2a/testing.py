@@ -97,7 +97,7 @@ class RESTResponse(RPCResponse):
 
 def as_jsonrpc(body: t.Any, request_id: int, method: str, *, ok: bool) -> t.Any:
     """One REST answer (or stream event) as the JSON-RPC response it stands for."""
-    from .rest import error_class_for_reason
+    from .bindings.rest import error_class_for_reason
 
     out: dict[str, t.Any] = {"jsonrpc": "2.0", "id": request_id}
     error = body.get("error") if isinstance(body, dict) and not ok else None

@@ -14,7 +14,7 @@ import pytest
 from flask import Flask, request
 
 from flask_a2a import A2A, Part, Principal, Skill, TaskContext
-from flask_a2a.runner import GeventRunner, ThreadRunner, gevent_patched
+from flask_a2a.exchange.runner import GeventRunner, ThreadRunner, gevent_patched
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
 
@@ -41,7 +41,7 @@ def wait_for(predicate: t.Callable[[], bool], timeout: float = 10.0) -> bool:
 
 def next_millisecond() -> None:
     """Wait for the wire clock (millisecond precision) to tick, so timestamps are distinct."""
-    from flask_a2a.model import utcnow
+    from flask_a2a.protocol.model import utcnow
 
     start = utcnow()
     assert wait_for(lambda: utcnow() > start, timeout=1.0)

@@ -25,7 +25,7 @@ from flask_wtf.csrf import CSRFProtect
 from marshmallow import Schema, fields
 
 from flask_a2a import A2A, Entity, Part, Skill, TaskContext
-from flask_a2a import migrations as a2a_migrations
+from flask_a2a.store import migrations as a2a_migrations
 
 db = SQLAlchemy()
 migrate = Migrate()

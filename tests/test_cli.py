@@ -16,7 +16,7 @@ from flask import Flask
 from examples.agent import create_app
 from flask_a2a import Skill, TaskContext
 from flask_a2a.cli import a2a_cli
-from flask_a2a.model import TaskState
+from flask_a2a.protocol.model import TaskState
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo, next_millisecond

@@ -24,11 +24,11 @@ from flask_a2a import (
     UnauthenticatedError,
     UnsupportedOperationError,
 )
-from flask_a2a.client import build_message
+from flask_a2a.client.a2a_client import build_message
+from flask_a2a.client.sse import sse_data
 from flask_a2a.config import DEFAULTS
-from flask_a2a.model import Message, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
-from flask_a2a.server import Exchange
-from flask_a2a.sse_client import sse_data
+from flask_a2a.exchange.methods import Exchange
+from flask_a2a.protocol.model import Message, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from tests.conftest import wait_for
 from tests.live_server import werkzeug_server as serve
 

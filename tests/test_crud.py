@@ -12,7 +12,7 @@ from marshmallow import Schema, fields, validate
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 from flask_a2a import Principal
-from flask_a2a.crud import crud_blueprint
+from flask_a2a.entities.crud import crud_blueprint
 
 
 class Base(DeclarativeBase):

@@ -15,7 +15,7 @@ from flask import Flask, request, session
 from flask_wtf.csrf import CSRFProtect, generate_csrf
 
 from flask_a2a import A2A, Principal, Skill
-from flask_a2a.runner import ThreadRunner
+from flask_a2a.exchange.runner import ThreadRunner
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient, RPCResponse
 

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from flask import Flask
 
 from flask_a2a import Principal, Skill, TaskContext
-from flask_a2a.errors import InvalidParamsError
-from flask_a2a.limits import MAX_KEY, MAX_TASK_ID
+from flask_a2a.protocol.errors import InvalidParamsError
+from flask_a2a.protocol.limits import MAX_KEY, MAX_TASK_ID
 from flask_a2a.store import ListQuery
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import TOKENS, Gate, echo, pg_url, wait_for

@@ -13,7 +13,7 @@ from sqlalchemy.orm import sessionmaker
 
 from examples.invoices import Base, Invoice, InvoiceSchema
 from flask_a2a import A2A, Entity, Principal
-from flask_a2a.crud import crud_blueprint
+from flask_a2a.entities.crud import crud_blueprint
 from flask_a2a.testing import A2ATestClient
 
 from .conftest import TOKENS
@@ -535,7 +535,7 @@ def test_the_walk_maps_field_types_and_validators() -> None:
 
     from marshmallow import validate
 
-    from flask_a2a.toolschema import walk
+    from flask_a2a.entities.toolschema import walk
 
     class Color(enum.Enum):
         RED = "r"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from flask_a2a.runner import gevent_patched
+from flask_a2a.exchange.runner import gevent_patched
 
 ROOT = Path(__file__).resolve().parent.parent
 

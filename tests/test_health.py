@@ -9,7 +9,7 @@ import typing as t
 import pytest
 from flask import Flask
 
-from flask_a2a.redis_bus import RedisBus
+from flask_a2a.fleet.redis_bus import RedisBus
 from flask_a2a.store import MemoryStore
 from tests.live_server import free_port
 from tests.redis_support import REDIS_URL, redis_prefix  # noqa: F401 - a fixture

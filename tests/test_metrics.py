@@ -12,7 +12,7 @@ from flask import Blueprint, Flask, abort, request
 from prometheus_client.parser import text_string_to_metric_families
 
 from flask_a2a import Skill
-from flask_a2a.metrics import metrics_view
+from flask_a2a.ops.metrics import metrics_view
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo, wait_for
 from tests.webhook import Webhook

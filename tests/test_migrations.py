@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from flask_a2a import migrations
+from flask_a2a.store import migrations
 from flask_a2a.store.sql import SQLStore
 from flask_a2a.testing import A2ATestClient
 
@@ -33,7 +33,7 @@ from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 
 from flask_a2a import A2A, Part, Principal, Skill
-from flask_a2a import migrations as a2a_migrations
+from flask_a2a.store import migrations as a2a_migrations
 
 db = SQLAlchemy()
 
@@ -209,7 +209,7 @@ def test_migrations_create_what_the_store_needs_from_an_empty_database(
     before = host.revisions()
     host.flask("revision", "-m", "a2a tables")
     (revision,) = host.revisions() - before
-    imports = "from alembic import op\n\nfrom flask_a2a import migrations as a2a_migrations\n"
+    imports = "from alembic import op\n\nfrom flask_a2a.store import migrations as a2a_migrations\n"
     text = revision.read_text().replace("from alembic import op\n", imports)
     text = re.sub(r"\ndef upgrade\(\):.*", A2A_REVISION, text, flags=re.S)
     revision.write_text(text)

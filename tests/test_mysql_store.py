@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 from flask import Flask
 
-from flask_a2a.model import Message, Task, TaskState, TaskStatus, Tier
+from flask_a2a.protocol.model import Message, Task, TaskState, TaskStatus, Tier
 from flask_a2a.store import ListQuery, TaskRecord
 from flask_a2a.store.sql import SQLStore, engine_from_url
 from flask_a2a.testing import A2ATestClient

@@ -17,8 +17,8 @@ from flask import Flask
 from werkzeug.test import TestResponse
 
 from flask_a2a import Principal, Skill, TaskContext
-from flask_a2a import errors as errs
-from flask_a2a.errors import error_class_for_code, error_from_dict
+from flask_a2a.protocol import errors as errs
+from flask_a2a.protocol.errors import error_class_for_code, error_from_dict
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import token_principal
 
@@ -671,7 +671,7 @@ def test_a2a_errors_over_the_wire(make_app: t.Callable[..., Flask]) -> None:
 
 
 def test_error_from_dict_is_the_inverse_of_to_dict() -> None:
-    from flask_a2a.errors import InvalidParamsError, TaskNotFoundError, error_from_dict
+    from flask_a2a.protocol.errors import InvalidParamsError, TaskNotFoundError, error_from_dict
 
     for sent in (
         TaskNotFoundError(metadata={"taskId": "t-9"}),

@@ -11,7 +11,7 @@ import typing as t
 import pytest
 from flask import Flask
 
-from flask_a2a.model import PushConfig
+from flask_a2a.protocol.model import PushConfig
 from flask_a2a.testing import A2ATestClient, RPCResponse
 from tests.conftest import next_millisecond
 from tests.webhook import Webhook

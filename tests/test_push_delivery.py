@@ -20,8 +20,8 @@ from flask import Flask, request
 from requests.adapters import BaseAdapter
 
 from flask_a2a import Part, Principal, Skill, TaskContext
-from flask_a2a.bus import BusEvent
-from flask_a2a.push import PushSender
+from flask_a2a.exchange.bus import BusEvent
+from flask_a2a.push.webhooks import PushSender
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo, wait_for
 from tests.webhook import Hit, Webhook, wait_until

@@ -19,8 +19,8 @@ from flask import Flask
 
 from flask_a2a import ConfigError, Skill
 from flask_a2a.cli import a2a_cli
-from flask_a2a.model import AuthenticationInfo, PushConfig
-from flask_a2a.push_secrets import MARKER, PushSecrets
+from flask_a2a.protocol.model import AuthenticationInfo, PushConfig
+from flask_a2a.push.secrets import MARKER, PushSecrets
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import SQL_KINDS, Gate, echo

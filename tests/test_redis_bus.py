@@ -93,7 +93,7 @@ class Stepper:
 
 
 def test_the_bus_is_chosen_by_a2a_redis_url(make_pair: t.Callable[..., Pair]) -> None:
-    from flask_a2a.redis_bus import RedisBus
+    from flask_a2a.fleet.redis_bus import RedisBus
 
     pair = make_pair([Skill(id="echo", name="Echo", description="Echo.", handler=print)])
     assert isinstance(exchange(pair.app_a).bus, RedisBus)

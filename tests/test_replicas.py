@@ -19,7 +19,7 @@ import requests
 from flask import Flask
 
 from flask_a2a import Part, Skill, TaskContext
-from flask_a2a.model import TaskState
+from flask_a2a.protocol.model import TaskState
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import SQL_KINDS, Gate, pg_url, wait_for

@@ -16,7 +16,8 @@ import requests
 from flask import Flask
 
 from flask_a2a import A2A, Principal, Skill
-from flask_a2a.pipeline import HTTPRequest
+from flask_a2a.bindings import rest
+from flask_a2a.exchange.calls import HTTPRequest
 from flask_a2a.testing import A2ATestClient, parse_sse
 from tests.conftest import Gate, echo
 from tests.live_server import werkzeug_server
@@ -213,12 +214,12 @@ def test_the_origin_gate_answers_before_the_body_is_read(app: Flask) -> None:
     def unread(size: int) -> bytes:
         raise AssertionError("the body was read")
 
-    reply = exchange.handle_rest(HTTPRequest(
+    reply = rest.handle(HTTPRequest(
         method="POST", headers={"Origin": "http://evil.example",
                                 "Content-Type": "application/json"},
         host="localhost", content_length=10, read_body=unread,
         resolve_principal=lambda: Principal("alice"),
-    ), "message:send")  # fmt: skip
+    ), "message:send", exchange.settings, exchange.methods, exchange.extensions)  # fmt: skip
     assert reply.status == 403
 
 

@@ -1,4 +1,4 @@
-"""Group commit (``flask_a2a.rounds``): concurrent calls with one key share an execution."""
+"""Group commit (``flask_a2a.store.rounds``): concurrent calls with one key share an execution."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import typing as t
 
 import pytest
 
-from flask_a2a.model import Tier
-from flask_a2a.rounds import RoundFailed, Rounds
+from flask_a2a.protocol.model import Tier
+from flask_a2a.store.rounds import RoundFailed, Rounds
 from tests.conftest import wait_for
 
 TIER = Tier("alice", None, None)

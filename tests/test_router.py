@@ -14,8 +14,8 @@ import pytest
 from flask import Flask
 
 from flask_a2a import Part, Skill, TaskContext
-from flask_a2a.model import Message, Role
-from flask_a2a.router import named_skill, route
+from flask_a2a.exchange.router import named_skill, route
+from flask_a2a.protocol.model import Message, Role
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate
 

@@ -12,7 +12,7 @@ import pytest
 from flask import Flask
 
 from flask_a2a import Message, Part, Role, Skill, TaskContext, TaskTimedOut
-from flask_a2a.errors import UnencodableDataError
+from flask_a2a.protocol.errors import UnencodableDataError
 from flask_a2a.store import MemoryStore
 from flask_a2a.store.base import TaskRecord
 from flask_a2a.testing import A2ATestClient

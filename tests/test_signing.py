@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from flask import Flask
 
 from flask_a2a import AgentCard, Skill, TaskContext
-from flask_a2a.signing import (
+from flask_a2a.card.signing import (
     CardSignatureError,
     SigningKey,
     b64url_decode,

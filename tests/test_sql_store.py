@@ -434,7 +434,7 @@ def test_totals_come_from_trigger_kept_counts_whoever_writes_the_table(
     """Inserts, trims, deletes, an erase, SQL by hand and a TRUNCATE: every total stays exact."""
     from datetime import timedelta
 
-    from flask_a2a.model import TaskState, Tier
+    from flask_a2a.protocol.model import TaskState, Tier
     from tests.test_store import T0, make_record, moved
 
     store = SQLStore(pg_own_engine, f"a2a_{uuid.uuid4().hex[:10]}_")
@@ -510,7 +510,7 @@ def test_concurrent_trims_of_one_tier_never_deadlock(pg_engine: t.Any) -> None:
     """Settles in one tier trim the same oldest rows at once; PostgreSQL must not deadlock."""
     from datetime import UTC, datetime, timedelta
 
-    from flask_a2a.model import Message, Task, TaskState, TaskStatus, Tier
+    from flask_a2a.protocol.model import Message, Task, TaskState, TaskStatus, Tier
     from flask_a2a.store import TaskRecord
 
     store = SQLStore(pg_engine, table_prefix=f"t{uuid.uuid4().hex[:10]}_")

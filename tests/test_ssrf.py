@@ -15,8 +15,8 @@ import requests
 from flask import Flask
 from requests.adapters import HTTPAdapter
 
-from flask_a2a import ssrf
-from flask_a2a.push import PushSender
+from flask_a2a.push import ssrf
+from flask_a2a.push.webhooks import PushSender
 from flask_a2a.testing import A2ATestClient
 from tests.webhook import Webhook, wait_until
 

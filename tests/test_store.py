@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from flask_a2a.errors import UnencodableDataError
-from flask_a2a.model import Message, Part, PushConfig, Task, TaskState, TaskStatus, Tier
+from flask_a2a.protocol.errors import UnencodableDataError
+from flask_a2a.protocol.model import Message, Part, PushConfig, Task, TaskState, TaskStatus, Tier
 from flask_a2a.store import ListQuery, StaleTaskError, TaskRecord
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)

@@ -17,7 +17,7 @@ from flask_sqlalchemy import SQLAlchemy
 
 from flask_a2a import A2A, Skill, TaskContext
 from flask_a2a.cli import a2a_cli
-from flask_a2a.runner import gevent_patched
+from flask_a2a.exchange.runner import gevent_patched
 from flask_a2a.store import MemoryStore
 from flask_a2a.store.sql import SQLStore
 from flask_a2a.testing import A2ATestClient

@@ -301,10 +301,12 @@ def test_a_subscriber_that_falls_behind_is_closed(
 def test_closing_a_stream_nobody_started_reading_frees_its_seat(
     stream_app: Flask, gate: Gate, binding: str
 ) -> None:
-    from flask_a2a.pipeline import HTTPRequest
+    from flask_a2a.bindings import jsonrpc, rest
+    from flask_a2a.exchange.calls import HTTPRequest
     from flask_a2a.testing import A2ATestClient as Client
 
     exchange = stream_app.extensions["a2a"].exchange
+    binds = (exchange.settings, exchange.methods, exchange.extensions)
     params = {"message": Client.message(skill="gate")}
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
                        "params": params}).encode()
@@ -316,9 +318,9 @@ def test_closing_a_stream_nobody_started_reading_frees_its_seat(
         resolve_principal=lambda: exchange_principal(),
     )
     if binding == "rest":
-        reply = exchange.handle_rest(http, "message:stream")
+        reply = rest.handle(http, "message:stream", *binds)
     else:
-        reply = exchange.handle(http)
+        reply = jsonrpc.handle(http, *binds)
     assert reply.status == 200 and exchange.seats.count("alice") == 1
     reply.body.close()  # the server gave up before the first event was pulled
     assert exchange.seats.count("alice") == 0

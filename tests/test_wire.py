@@ -15,8 +15,8 @@ import pytest
 from flask import Flask
 
 from flask_a2a import Part, Skill, TaskContext, wire
-from flask_a2a.errors import InvalidParamsError
-from flask_a2a.model import (
+from flask_a2a.protocol.errors import InvalidParamsError
+from flask_a2a.protocol.model import (
     Artifact,
     Message,
     Role,
@@ -456,7 +456,7 @@ SLOW_PARAMS = [
 
 @pytest.mark.parametrize("params", SEND_PARAMS + SLOW_PARAMS)
 def test_hot_path_reader_agrees_with_the_schema(params: dict[str, t.Any]) -> None:
-    from flask_a2a.message_params import read_send_params
+    from flask_a2a.protocol.params import read_send_params
 
     expected = wire.load_params(wire.schema(wire.SendMessageRequestSchema), params)
     assert read_send_params(params) == expected
@@ -478,8 +478,8 @@ def test_hot_path_reader_agrees_with_the_schema(params: dict[str, t.Any]) -> Non
     ],
 )
 def test_hot_path_reader_refuses_exactly_as_the_schema(params: dict[str, t.Any]) -> None:
-    from flask_a2a.errors import InvalidParamsError
-    from flask_a2a.message_params import read_send_params
+    from flask_a2a.protocol.errors import InvalidParamsError
+    from flask_a2a.protocol.params import read_send_params
 
     with pytest.raises(InvalidParamsError) as fast:
         read_send_params(params)
@@ -492,7 +492,7 @@ def test_hot_path_reader_refuses_exactly_as_the_schema(params: dict[str, t.Any])
 def test_plain_params_never_reach_marshmallow(
     params: dict[str, t.Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flask_a2a import message_params
+    from flask_a2a.protocol import params as message_params
 
     def refuse(*args: t.Any) -> t.NoReturn:
         raise AssertionError("the plain shape must take the direct reader")

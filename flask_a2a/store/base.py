@@ -14,9 +14,9 @@ import json
 import typing as t
 from datetime import datetime
 
-from ..errors import UnencodableDataError
-from ..model import Principal, PushConfig, Task, TaskState, Tier
-from ..wire import dump_task
+from ..protocol.errors import UnencodableDataError
+from ..protocol.model import Principal, PushConfig, Task, TaskState, Tier
+from ..protocol.wire import dump_task
 
 #: What to install when the SQL store cannot load (SQLAlchemy or the driver is missing).
 EXTRA_HINT: t.Final = "pip install flask-a2a[postgres]"

@@ -7,9 +7,9 @@ import json
 import threading
 import typing as t
 
-from ..errors import UnencodableDataError
-from ..model import PushConfig, Task, Tier
-from ..wire import dump_artifact, dump_message, dump_push_config, dump_status
+from ..protocol.errors import UnencodableDataError
+from ..protocol.model import PushConfig, Task, Tier
+from ..protocol.wire import dump_artifact, dump_message, dump_push_config, dump_status
 from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
 
 

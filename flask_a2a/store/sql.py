@@ -4,7 +4,8 @@ Two tables (``<prefix>tasks``, ``<prefix>push_configs``) are created if absent (
 and MySQL also ``<prefix>task_counts``, kept by triggers: ``sql_counts``; what differs on
 MySQL: ``sql_mysql``), and an older task table without
 the ``tenant`` or ``scopes`` column gets it on open (its rows then read as a session's, made in
-no tenant). With ``create_tables=False`` migrations make them instead (``flask_a2a.migrations``).
+no tenant). With ``create_tables=False`` migrations make them instead
+(``flask_a2a.store.migrations``).
 Writes are optimistic: ``UPDATE ... WHERE id = :id AND version = :expected``.
 ListTasks filters owner, tenant and scope set in SQL and pages by keyset on (status timestamp,
 id); ``totalSize`` is the tiers' counts on PostgreSQL and MySQL (an indexed ``COUNT`` when the
@@ -31,12 +32,12 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..limits import MAX_KEY, MAX_TASK_ID, refusal, unstorable
-from ..model import TERMINAL_STATES, PushConfig, TaskState, Tier
-from ..rounds import RoundFailed, Rounds
-from ..wire import dump_push_config, push_config_from_wire, task_from_wire
+from ..protocol.limits import MAX_KEY, MAX_TASK_ID, refusal, unstorable
+from ..protocol.model import TERMINAL_STATES, PushConfig, TaskState, Tier
+from ..protocol.wire import dump_push_config, push_config_from_wire, task_from_wire
 from . import sql_counts, sql_mysql
 from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
+from .rounds import RoundFailed, Rounds
 from .sql_engine import engine_from_url as engine_from_url
 from .sql_engine import session_settings, to_millis
 
@@ -133,8 +134,8 @@ class SQLStore:
         the WAL flush (about 1 ms per write here); a database crash may lose the last few task
         updates, never corrupt them. Set False for synchronous commits.
     :param create_tables: create what is missing when the store opens. False: migrations own
-        the tables (:mod:`flask_a2a.migrations`); the store runs no DDL and its first call fails
-        with :class:`MissingTablesError` while they are absent.
+        the tables (:mod:`flask_a2a.store.migrations`); the store runs no DDL and its first call
+        fails with :class:`MissingTablesError` while they are absent.
     """
 
     filters_scope = True
@@ -328,7 +329,7 @@ class SQLStore:
             raise MissingTablesError(
                 f"flask_a2a: the SQL store's {', '.join(missing)} are missing and table creation "
                 "is off (A2A_CREATE_TABLES / create_tables=False): run the migration that calls "
-                "flask_a2a.migrations.create_tables (flask db upgrade), or turn "
+                "flask_a2a.store.migrations.create_tables (flask db upgrade), or turn "
                 "A2A_CREATE_TABLES on (docs/storage-and-scaling.md, Migrations)"
             )
         self._ready = True

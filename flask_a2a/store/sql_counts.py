@@ -20,7 +20,7 @@ import typing as t
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..limits import MAX_KEY
+from ..protocol.limits import MAX_KEY
 from . import sql_mysql
 
 

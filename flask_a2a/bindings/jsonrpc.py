@@ -1,0 +1,107 @@
+"""The JSON-RPC binding: one POST with a JSON-RPC envelope -> one exchange method -> the answer.
+
+:func:`handle` runs the steps in the order design.md §4 gives: method, Origin gate (before the
+body is read), body cap, content type, strict JSON-RPC envelope, principal, ``A2A-Version``,
+method table; the checks themselves live in ``checks.py``, shared with the HTTP+JSON binding
+(``rest.py``). Imports nothing of Flask.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from ..config import Settings
+from ..exchange.calls import Call, HTTPRequest, Method, Reply
+from ..exchange.streams import HEADERS as SSE_HEADERS
+from ..exchange.streams import frame
+from ..exchange.tasks import scrub
+from ..ops import telemetry
+from ..protocol import jsonrpc
+from ..protocol.errors import (
+    A2AError,
+    MethodNotAllowedError,
+    MethodNotFoundError,
+    UnauthenticatedError,
+)
+from ..protocol.extensions import Activation
+from .checks import (
+    JSON_HEADERS,
+    authenticate,
+    check_content_type,
+    check_origin,
+    check_version,
+    finish,
+    internal_error,
+    preflight,
+    read_body,
+)
+
+#: Methods that answer a stream: once one of them is named, its JSON-RPC errors come as one
+#: SSE event (clients that only read SSE, such as a browser's EventSource, can read them).
+STREAMING_METHODS: t.Final = frozenset({"SendStreamingMessage", "SubscribeToTask"})
+
+
+def handle(
+    http: HTTPRequest,
+    settings: Settings,
+    methods: t.Mapping[str, Method],
+    extensions: Activation | None = None,
+    streaming: t.Collection[str] = STREAMING_METHODS,
+) -> Reply:
+    """Run one request through the pipeline, in the order design.md §4 gives."""
+    request_id: jsonrpc.RequestId | jsonrpc._NoId = jsonrpc.NO_ID
+    activated: tuple[str, ...] = ()
+    stream = False  # the request named a streaming method that exists
+    try:
+        if http.method == "OPTIONS" and http.headers.get("Origin") is not None:
+            return preflight(http, settings, "POST", _refuse_origin)
+        if http.method != "POST":
+            raise MethodNotAllowedError()
+        check_origin(http, settings)
+        body = read_body(http, settings)
+        check_content_type(http)
+        try:
+            request = jsonrpc.decode_request(body)
+        except jsonrpc.RequestError as exc:
+            request_id = exc.request_id
+            raise exc.error from None
+        request_id = request.id
+        principal = authenticate(http)
+        check_version(http)
+        method = methods.get(request.method)
+        if method is None:
+            raise MethodNotFoundError(f"Method not found: {scrub(request.method)[:100]}")
+        stream = request.method in streaming
+        if extensions is not None:  # -32008 here: before the method writes anything
+            activated = extensions.activate(http.headers, request.method)
+        with telemetry.exchange_span(request.method, "jsonrpc") as span:
+            result = method(Call(request.id, request.params, principal, http, activated))
+            telemetry.note_result(span, result)
+        reply = result if isinstance(result, Reply) else Reply(
+            200, list(JSON_HEADERS), jsonrpc.success(request.id, result)
+        )
+    except A2AError as exc:
+        reply = error_reply(request_id, exc, stream=stream)
+    except Exception as exc:
+        reply = error_reply(request_id, internal_error(exc), stream=stream)
+    return finish(http, reply, activated)
+
+def error_reply(
+    request_id: jsonrpc.RequestId | jsonrpc._NoId, error: A2AError, *, stream: bool = False
+) -> Reply:
+    """The JSON-RPC error answer. For a streaming method (``stream``) a JSON-RPC-level error
+    is a stream holding exactly that response as one event; an HTTP-level refusal (401, 429…)
+    keeps its status and JSON body."""
+    if stream and error.http_status == 200:
+        return Reply(200, list(SSE_HEADERS), frame(jsonrpc.failure(request_id, error)))
+    headers = list(JSON_HEADERS)
+    if isinstance(error, MethodNotAllowedError):
+        headers.append(("Allow", "POST"))
+    elif isinstance(error, UnauthenticatedError):
+        headers.append(("WWW-Authenticate", "Bearer"))
+    return Reply(error.http_status, headers, jsonrpc.failure(request_id, error))
+
+
+def _refuse_origin(error: A2AError) -> Reply:
+    """A preflight from an origin the gate stops: the JSON-RPC error answer, no id."""
+    return error_reply(jsonrpc.NO_ID, error)

@@ -1,0 +1,302 @@
+"""The HTTP+JSON (REST) binding (spec §11): a route -> the exchange's method -> an HTTP answer.
+
+Imports nothing of Flask. A request runs through the same checks as a JSON-RPC one, by the same
+functions of ``checks.py`` (Origin gate before the body, body cap, content type, strict JSON,
+principal, ``A2A-Version``, extensions), then the route's path, query and body are turned into
+the very params dict a JSON-RPC call carries and handed to the same method of
+:class:`~flask_a2a.exchange.methods.Exchange`. So every behaviour is one piece of code for both
+bindings;
+only the envelope differs: results are the bare ProtoJSON objects, stream events the bare
+StreamResponse objects, and errors ``google.rpc.Status`` bodies with the HTTP status of §5.4.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from ..config import Settings
+from ..exchange.calls import Call, HTTPRequest, Method, Reply
+from ..exchange.tasks import scrub
+from ..ops import telemetry
+from ..protocol import jsonrpc
+from ..protocol.errors import (
+    ERROR_DOMAIN,
+    ERROR_INFO_TYPE,
+    A2AError,
+    ContentTypeNotSupportedError,
+    ExtendedAgentCardNotConfiguredError,
+    ExtensionSupportRequiredError,
+    ForbiddenOriginError,
+    InternalError,
+    InvalidAgentResponseError,
+    InvalidParamsError,
+    InvalidRequestError,
+    JSONParseError,
+    MalformedBodyError,
+    MethodNotAllowedError,
+    MethodNotFoundError,
+    PayloadTooLargeError,
+    PushNotificationNotSupportedError,
+    StreamSeatsExhaustedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnauthenticatedError,
+    UnsupportedOperationError,
+    VersionNotSupportedError,
+)
+from ..protocol.extensions import Activation
+from .checks import (
+    authenticate,
+    check_content_type,
+    check_origin,
+    check_version,
+    finish,
+    internal_error,
+    preflight,
+    read_body,
+)
+
+MEDIA_TYPE: t.Final = "application/a2a+json"
+JSON_HEADERS: t.Final = (("Content-Type", MEDIA_TYPE), ("Cache-Control", "no-store"))
+
+#: Error class -> (HTTP status, google.rpc.Code name): spec §5.4 for the A2A errors, the
+#: google.rpc mapping for the rest. Looked up along the class's MRO.
+STATUS: t.Final[dict[type[A2AError], tuple[int, str]]] = {
+    TaskNotFoundError: (404, "NOT_FOUND"),
+    TaskNotCancelableError: (400, "FAILED_PRECONDITION"),
+    PushNotificationNotSupportedError: (400, "FAILED_PRECONDITION"),
+    UnsupportedOperationError: (400, "FAILED_PRECONDITION"),
+    ContentTypeNotSupportedError: (400, "INVALID_ARGUMENT"),
+    InvalidAgentResponseError: (500, "INTERNAL"),
+    ExtendedAgentCardNotConfiguredError: (400, "FAILED_PRECONDITION"),
+    ExtensionSupportRequiredError: (400, "FAILED_PRECONDITION"),
+    VersionNotSupportedError: (400, "FAILED_PRECONDITION"),
+    JSONParseError: (400, "INVALID_ARGUMENT"),
+    InvalidRequestError: (400, "INVALID_ARGUMENT"),
+    InvalidParamsError: (400, "INVALID_ARGUMENT"),
+    MethodNotFoundError: (404, "NOT_FOUND"),
+    InternalError: (500, "INTERNAL"),
+    MalformedBodyError: (400, "INVALID_ARGUMENT"),
+    UnauthenticatedError: (401, "UNAUTHENTICATED"),
+    ForbiddenOriginError: (403, "PERMISSION_DENIED"),
+    MethodNotAllowedError: (405, "UNIMPLEMENTED"),
+    PayloadTooLargeError: (413, "INVALID_ARGUMENT"),
+    StreamSeatsExhaustedError: (429, "RESOURCE_EXHAUSTED"),
+}
+
+#: ErrorInfo reasons for the errors whose JSON-RPC answer carries no ``data`` (REST answers
+#: always carry an ErrorInfo, so a client can tell two 400s apart).
+REASONS: t.Final[dict[type[A2AError], str]] = {
+    JSONParseError: "PARSE_ERROR",
+    MethodNotFoundError: "METHOD_NOT_FOUND",
+    MalformedBodyError: "MALFORMED_BODY",
+    MethodNotAllowedError: "METHOD_NOT_ALLOWED",
+    PayloadTooLargeError: "PAYLOAD_TOO_LARGE",
+}
+
+#: Query parameters that are booleans (``true``/``false`` on the wire, spec §11.5).
+_BOOLEAN_QUERY: t.Final = frozenset({"includeArtifacts", "include_artifacts"})
+#: The verbs every REST path may be asked with (for the CORS preflight).
+_VERBS: t.Final = "GET, POST, DELETE"
+
+Body = t.Literal["required", "optional", "none"]
+
+
+class Route(t.NamedTuple):
+    """A matched route: the exchange method it calls and what the path says."""
+
+    method: str
+    #: Params taken from the path (they win over the body's and the query's).
+    path_params: dict[str, str]
+    #: Whether the route reads a JSON body: POST routes do (cancel and subscribe may be empty).
+    body: Body
+
+
+def _resource(segments: list[str]) -> tuple[dict[str, tuple[str, Body]], dict[str, str]] | None:
+    """HTTP verb -> (method, body), and the path params, for a path without a tenant."""
+    match segments:
+        case ["message:send"]:
+            return {"POST": ("SendMessage", "required")}, {}
+        case ["message:stream"]:
+            return {"POST": ("SendStreamingMessage", "required")}, {}
+        case ["tasks"]:
+            return {"GET": ("ListTasks", "none")}, {}
+        case ["tasks", task] if task.endswith(":cancel"):
+            return {"POST": ("CancelTask", "optional")}, {"id": task[: -len(":cancel")]}
+        case ["tasks", task] if task.endswith(":subscribe"):
+            subscribe: tuple[str, Body] = ("SubscribeToTask", "optional")
+            # The proto's annotation says GET, the spec's text POST: both are served.
+            return {"GET": ("SubscribeToTask", "none"), "POST": subscribe}, {
+                "id": task[: -len(":subscribe")]
+            }
+        case ["tasks", task]:
+            return {"GET": ("GetTask", "none")}, {"id": task}
+        case ["tasks", task, "pushNotificationConfigs"]:
+            return {
+                "POST": ("CreateTaskPushNotificationConfig", "required"),
+                "GET": ("ListTaskPushNotificationConfigs", "none"),
+            }, {"taskId": task}
+        case ["tasks", task, "pushNotificationConfigs", config]:
+            return {
+                "GET": ("GetTaskPushNotificationConfig", "none"),
+                "DELETE": ("DeleteTaskPushNotificationConfig", "none"),
+            }, {"taskId": task, "id": config}
+        case ["extendedAgentCard"]:
+            return {"GET": ("GetExtendedAgentCard", "none")}, {}
+    return None
+
+
+def match(path: str, verb: str) -> Route:
+    """The route for ``path`` (below the mount, no leading slash) and ``verb``.
+
+    A path no route has is tried again with its first segment as the ``/{tenant}`` prefix the
+    proto's ``additional_bindings`` give. Unknown path: -32601 (404); a known path asked with
+    another verb: 405 naming the verbs it takes.
+    """
+    segments = path.split("/")
+    tenant = None
+    found = _resource(segments)
+    if found is None and len(segments) > 1:
+        tenant, found = segments[0], _resource(segments[1:])
+    if found is None:
+        raise MethodNotFoundError(f"No A2A route at {scrub(path)[:100]!r}")
+    verbs, path_params = found
+    if verb not in verbs:
+        allowed = ", ".join(verbs)
+        raise MethodNotAllowedError(
+            f"Method not allowed; use {allowed}", metadata={"allow": allowed}
+        )
+    method, body = verbs[verb]
+    if tenant:
+        path_params = {"tenant": tenant, **path_params}
+    return Route(method, path_params, body)
+
+
+def query_params(query: t.Any) -> dict[str, t.Any]:
+    """A GET/DELETE route's query as params: each name once (a repeated one is -32602, as a
+    repeated JSON key is a parse error), booleans read from ``true``/``false``."""
+    out: dict[str, t.Any] = {}
+    getlist = getattr(query, "getlist", None)
+    for key in query:
+        values = getlist(key) if getlist is not None else [query[key]]
+        if len(values) != 1:
+            raise InvalidParamsError(
+                f"Invalid parameters: {scrub(key)[:40]}: given {len(values)} times",
+                field_violations=[(scrub(key)[:40], "must be given once")],
+            )
+        value: t.Any = values[0]
+        if key in _BOOLEAN_QUERY and value in ("true", "false"):
+            value = value == "true"
+        out[key] = value
+    return out
+
+
+def body_params(http: HTTPRequest, settings: Settings, body: Body) -> dict[str, t.Any]:
+    """A POST route's JSON body: capped, its content type checked, parsed strictly; an empty
+    body is no params where the route allows one (cancel, subscribe)."""
+    if body == "none":
+        return {}
+    raw = read_body(http, settings)
+    if body == "optional" and not raw.strip():
+        return {}
+    check_content_type(http)
+    doc = jsonrpc.decode_json(raw)
+    if not isinstance(doc, dict):
+        raise InvalidParamsError(
+            "Invalid parameters: the body must be a JSON object",
+            field_violations=[("body", "must be an object")],
+        )
+    if len({key.lower() for key in doc}) != len(doc):
+        raise JSONParseError("Invalid JSON payload: a key is spelled in two cases")
+    return doc
+
+
+def handle(
+    http: HTTPRequest,
+    path: str,
+    settings: Settings,
+    methods: t.Mapping[str, Method],
+    extensions: Activation | None = None,
+) -> Reply:
+    """Run one REST request (``path`` below the mount) through the shared checks to its method."""
+    activated: tuple[str, ...] = ()
+    try:
+        if http.method == "OPTIONS" and http.headers.get("Origin") is not None:
+            return preflight(http, settings, _VERBS, refuse=error_reply)
+        check_origin(http, settings)  # before the body is read
+        route = match(path, http.method)
+        if route.body == "none":
+            params = query_params(http.query)
+        else:
+            params = body_params(http, settings, route.body)
+        params.update(route.path_params)
+        principal = authenticate(http)
+        check_version(http)
+        method = methods.get(route.method)
+        if method is None:
+            raise MethodNotFoundError(f"Method not found: {route.method}")
+        if extensions is not None:  # -32008 here: before the method writes anything
+            activated = extensions.activate(http.headers, route.method)
+        with telemetry.exchange_span(route.method, "http+json") as span:
+            result = method(Call(None, params, principal, http, activated, binding="rest"))
+            telemetry.note_result(span, result)
+        if isinstance(result, Reply):  # a stream: its events are bare StreamResponses
+            reply = result
+        else:  # DeleteTaskPushNotificationConfig answers google.protobuf.Empty: {}
+            reply = Reply(200, list(JSON_HEADERS), jsonrpc.encode({} if result is None else result))
+    except A2AError as exc:
+        reply = error_reply(exc)
+    except Exception as exc:
+        reply = error_reply(internal_error(exc))
+    return finish(http, reply, activated)
+
+
+def status_of(error: A2AError) -> tuple[int, str]:
+    for cls in type(error).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500, "INTERNAL"
+
+
+def reason_of(error: A2AError) -> str:
+    if error.reason is not None:
+        return error.reason
+    for cls in type(error).__mro__:
+        if cls in REASONS:
+            return REASONS[cls]
+    return "INTERNAL_ERROR"
+
+
+def error_body(error: A2AError) -> dict[str, t.Any]:
+    """The ``google.rpc.Status`` JSON of spec §11.6: ErrorInfo first (the JSON-RPC reason),
+    then the BadRequest field violations, as JSON-RPC's ``error.data`` has them."""
+    code, status = status_of(error)
+    details = error.data()
+    if details is None:
+        details = [{
+            "@type": ERROR_INFO_TYPE,
+            "reason": reason_of(error),
+            "domain": ERROR_DOMAIN,
+            "metadata": {k: str(v) for k, v in error.metadata.items()},
+        }]  # fmt: skip
+    return {"error": {"code": code, "status": status, "message": error.message,
+                      "details": details}}  # fmt: skip
+
+
+def error_reply(error: A2AError) -> Reply:
+    """The HTTP answer to a refusal; a streaming route's too (no stream is started)."""
+    code, _ = status_of(error)
+    headers = list(JSON_HEADERS)
+    if isinstance(error, MethodNotAllowedError):
+        headers.append(("Allow", error.metadata.get("allow", _VERBS)))
+    elif isinstance(error, UnauthenticatedError):
+        headers.append(("WWW-Authenticate", "Bearer"))
+    return Reply(code, headers, jsonrpc.encode(error_body(error)))
+
+
+def error_class_for_reason(reason: str) -> type[A2AError]:
+    """The error class a REST ErrorInfo reason stands for (clients, the test client)."""
+    for cls in STATUS:
+        if cls.reason == reason or REASONS.get(cls) == reason:
+            return cls
+    return A2AError

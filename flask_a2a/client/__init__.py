@@ -1,0 +1,38 @@
+"""A small A2A client (JSON-RPC, SSE) for tests, scripts and agent-to-agent calls.
+
+The names of ``a2a_client.py`` are re-exported here, so ``flask_a2a.client`` keeps its old imports.
+"""
+
+from .a2a_client import (
+    DEFAULT_SEND_TIMEOUT as DEFAULT_SEND_TIMEOUT,
+)
+from .a2a_client import (
+    DEFAULT_STREAM_TIMEOUT as DEFAULT_STREAM_TIMEOUT,
+)
+from .a2a_client import (
+    DEFAULT_TIMEOUT as DEFAULT_TIMEOUT,
+)
+from .a2a_client import (
+    PROTOCOL_VERSION as PROTOCOL_VERSION,
+)
+from .a2a_client import (
+    A2AClient as A2AClient,
+)
+from .a2a_client import (
+    PushConfigPage as PushConfigPage,
+)
+from .a2a_client import (
+    TaskListPage as TaskListPage,
+)
+from .a2a_client import (
+    Timeout as Timeout,
+)
+from .a2a_client import (
+    build_message as build_message,
+)
+from .a2a_client import (
+    jsonrpc_endpoint as jsonrpc_endpoint,
+)
+from .a2a_client import (
+    skill_message as skill_message,
+)

@@ -1,0 +1,521 @@
+"""A synchronous A2A v1.0 client on requests: one Session, a timeout on every call.
+
+>>> client = A2AClient.from_card_url("http://127.0.0.1:5000", token="alice-token")
+>>> task = client.call("echo", text="hello")
+>>> with client.stream_call("countdown", data={"steps": 3}) as events:
+...     for event in events:
+...         print(event)
+
+Errors the server answers with come back as the classes the server raised
+(:mod:`flask_a2a.protocol.errors`), so ``except TaskNotFoundError`` reads the same on both
+sides; that includes the HTTP-level refusals (401, 403, 413, 429), whose bodies are JSON-RPC
+errors too.
+Transport failures stay ``requests`` exceptions (``requests.Timeout``,
+``requests.ConnectionError``); an answer that is not A2A at all raises :class:`A2AClientError`.
+A client is meant for one thread at a time, like the ``requests.Session`` it holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import typing as t
+from datetime import datetime
+from urllib.parse import urljoin, urlsplit
+
+import requests
+
+from ..card.document import AGENT_CARD_PATH
+from ..protocol import wire
+from ..protocol.model import (
+    UNSET,
+    AuthenticationInfo,
+    Message,
+    Part,
+    PushConfig,
+    Role,
+    Task,
+    TaskState,
+    new_id,
+)
+from .sse import A2AClientError as A2AClientError
+from .sse import EventStream as EventStream
+from .sse import StreamEvent as StreamEvent
+from .sse import answer_of
+
+#: (connect, read) seconds.
+Timeout = float | tuple[float, float]
+
+PROTOCOL_VERSION: t.Final = "1.0"
+#: Reads, lists, cancels, push configs, the card.
+DEFAULT_TIMEOUT: t.Final = (5.0, 30.0)
+#: A blocking SendMessage waits for the run, which the server bounds by A2A_TASK_TIMEOUT (300 s).
+DEFAULT_SEND_TIMEOUT: t.Final = (5.0, 330.0)
+#: Between two frames of a stream; the server sends a keep-alive every 15 s by default.
+DEFAULT_STREAM_TIMEOUT: t.Final = (5.0, 60.0)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskListPage:
+    """One ListTasks page; ``next_page_token`` is empty on the last page."""
+
+    tasks: tuple[Task, ...]
+    next_page_token: str
+    page_size: int
+    total_size: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PushConfigPage:
+    """One ListTaskPushNotificationConfigs page; ``next_page_token`` is empty on the last."""
+
+    configs: tuple[PushConfig, ...]
+    next_page_token: str
+
+
+def build_message(
+    text: str | None = None,
+    *,
+    data: t.Any = UNSET,
+    skill: str | None = None,
+    task_id: str | None = None,
+    context_id: str | None = None,
+    metadata: t.Mapping[str, t.Any] | None = None,
+) -> Message:
+    """A ROLE_USER message: a text part and/or a data part, the skill in ``metadata.skill``.
+
+    ``data=None`` sends a JSON ``null`` data part; leave it unset to send none.
+    """
+    parts: list[Part] = []
+    if text is not None:
+        parts.append(Part(text=text))
+    if data is not UNSET:
+        parts.append(Part(data=data))
+    meta = dict(metadata or {})
+    if skill is not None:
+        meta["skill"] = skill
+    return Message(
+        message_id=new_id(),
+        role=Role.USER,
+        parts=tuple(parts) or (Part(text=""),),
+        context_id=context_id,
+        task_id=task_id,
+        metadata=meta or None,
+    )
+
+
+def skill_message(
+    skill: str,
+    text: str | None = None,
+    *,
+    data: t.Any = UNSET,
+    operation: str | None = None,
+    arguments: t.Mapping[str, t.Any] | None = None,
+    task_id: str | None = None,
+    context_id: str | None = None,
+) -> Message:
+    """The message that invokes ``skill`` by name.
+
+    With ``operation`` (entity skills) the data part is ``{"skill", "operation",
+    "arguments"}``, the contract the entity skills read; ``data`` is then not allowed.
+    """
+    if operation is not None:
+        if data is not UNSET:
+            raise ValueError("pass operation/arguments or data, not both")
+        entity: dict[str, t.Any] = {"skill": skill, "operation": operation}
+        if arguments is not None:
+            entity["arguments"] = dict(arguments)
+        data = entity
+    elif arguments is not None:
+        raise ValueError("arguments need an operation")
+    return build_message(text, data=data, skill=skill, task_id=task_id, context_id=context_id)
+
+
+class A2AClient:
+    """Calls one A2A v1.0 JSON-RPC endpoint.
+
+    :param endpoint: the JSON-RPC URL (``http://host/a2a``); see :meth:`from_card_url` to
+        find it from the agent card.
+    :param token: sent as ``Authorization: Bearer <token>``.
+    :param auth: anything ``requests`` accepts as ``auth=`` (instead of ``token``).
+    :param timeout: (connect, read) for every call that does not wait for a run.
+    :param send_timeout: for a blocking SendMessage, which answers when the run ends.
+    :param stream_timeout: for streams: the read part bounds the silence between two frames,
+        so keep it above the server's keep-alive interval.
+    :param tenant: sent as ``tenant`` in every request's params.
+    :param session: a ``requests.Session`` to use (its owner closes it); a new one otherwise.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        token: str | None = None,
+        auth: t.Any = None,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+        send_timeout: Timeout = DEFAULT_SEND_TIMEOUT,
+        stream_timeout: Timeout = DEFAULT_STREAM_TIMEOUT,
+        tenant: str | None = None,
+        headers: t.Mapping[str, str] | None = None,
+        session: requests.Session | None = None,
+    ) -> None:
+        if token is not None and auth is not None:
+            raise ValueError("pass token= or auth=, not both")
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.send_timeout = send_timeout
+        self.stream_timeout = stream_timeout
+        self.tenant = tenant
+        #: The agent card, once fetched (by :meth:`from_card_url` or :meth:`get_agent_card`).
+        self.card: dict[str, t.Any] | None = None
+        self.card_url = _origin(endpoint) + AGENT_CARD_PATH
+        self._owns_session = session is None
+        self.session = session if session is not None else requests.Session()
+        self.session.headers.update(
+            {
+                "A2A-Version": PROTOCOL_VERSION,
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+            }
+        )
+        if token is not None:
+            self.session.headers["Authorization"] = f"Bearer {token}"
+        if auth is not None:
+            self.session.auth = auth
+        self.session.headers.update(headers or {})
+        self._ids = itertools.count(1)
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_card_url(cls, url: str, **options: t.Any) -> A2AClient:
+        """Fetch the agent card at ``url`` (a base URL or the card's own URL) and use its
+        JSON-RPC interface."""
+        stripped = url.rstrip("/")
+        card_url = stripped if stripped.endswith(AGENT_CARD_PATH) else stripped + AGENT_CARD_PATH
+        client = cls(card_url, **options)
+        try:
+            card = client.get_agent_card(card_url)
+            client.endpoint = jsonrpc_endpoint(card, card_url)
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+    @classmethod
+    def connect(cls, url: str, **options: t.Any) -> A2AClient:
+        """A base URL or a card URL resolves the card; any other path is the endpoint."""
+        path = urlsplit(url).path
+        if path in ("", "/") or path.rstrip("/").endswith(AGENT_CARD_PATH):
+            return cls.from_card_url(url, **options)
+        return cls(url, **options)
+
+    def close(self) -> None:
+        if self._owns_session:
+            self.session.close()
+
+    def __enter__(self) -> A2AClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<A2AClient {self.endpoint}>"
+
+    # ------------------------------------------------------------------ the card
+
+    def get_agent_card(self, url: str | None = None) -> dict[str, t.Any]:
+        """GET the public agent card (JSON), and keep it in :attr:`card`."""
+        url = url or self.card_url
+        response = self.session.get(
+            url, timeout=self.timeout, headers={"Accept": "application/json"}
+        )
+        with response:
+            if response.status_code != 200:
+                raise A2AClientError(
+                    f"no agent card at {url}: HTTP {response.status_code}", response.status_code
+                )
+            try:
+                card = response.json()
+            except ValueError:
+                raise A2AClientError(f"the agent card at {url} is not JSON", 200) from None
+        if not isinstance(card, dict):
+            raise A2AClientError(f"the agent card at {url} is not a JSON object", 200)
+        self.card, self.card_url = card, url
+        return card
+
+    def get_extended_agent_card(self) -> dict[str, t.Any]:
+        return t.cast(dict[str, t.Any], self._call("GetExtendedAgentCard", {}))
+
+    # ------------------------------------------------------------------ messages
+
+    def send_message(
+        self,
+        message: Message | str,
+        *,
+        history_length: int | None = None,
+        return_immediately: bool = False,
+        accepted_output_modes: t.Sequence[str] | None = None,
+        push_config: t.Mapping[str, t.Any] | None = None,
+        metadata: t.Mapping[str, t.Any] | None = None,
+    ) -> Task | Message:
+        """SendMessage. Unless ``return_immediately``, the answer comes when the run ends (or
+        pauses), so this waits up to ``send_timeout``."""
+        params = self._send_params(
+            message, history_length, return_immediately, accepted_output_modes, push_config,
+            metadata,
+        )
+        timeout = self.timeout if return_immediately else self.send_timeout
+        return t.cast(
+            "Task | Message", wire.event_from_wire(self._call("SendMessage", params, timeout))
+        )
+
+    def send_streaming_message(
+        self,
+        message: Message | str,
+        *,
+        history_length: int | None = None,
+        accepted_output_modes: t.Sequence[str] | None = None,
+        push_config: t.Mapping[str, t.Any] | None = None,
+        metadata: t.Mapping[str, t.Any] | None = None,
+    ) -> EventStream:
+        """SendStreamingMessage: the task snapshot, then each event until the final one."""
+        params = self._send_params(
+            message, history_length, False, accepted_output_modes, push_config, metadata
+        )
+        return self._stream("SendStreamingMessage", params)
+
+    def call(
+        self,
+        skill: str,
+        text: str | None = None,
+        *,
+        data: t.Any = UNSET,
+        operation: str | None = None,
+        arguments: t.Mapping[str, t.Any] | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        **options: t.Any,
+    ) -> Task:
+        """Invoke ``skill`` by name and return its task as the run left it.
+
+        ``client.call("echo", "hi")``; an entity skill:
+        ``client.call("entity.invoices", operation="list", arguments={"limit": 10})``.
+        ``options`` go to :meth:`send_message` (``history_length``, ``return_immediately``…).
+        """
+        message = skill_message(
+            skill, text, data=data, operation=operation, arguments=arguments,
+            task_id=task_id, context_id=context_id,
+        )
+        result = self.send_message(message, **options)
+        if not isinstance(result, Task):
+            raise A2AClientError("the agent answered with a message, not a task")
+        return result
+
+    def stream_call(
+        self,
+        skill: str,
+        text: str | None = None,
+        *,
+        data: t.Any = UNSET,
+        operation: str | None = None,
+        arguments: t.Mapping[str, t.Any] | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        **options: t.Any,
+    ) -> EventStream:
+        """:meth:`call`, streamed: an iterator of the task's events."""
+        message = skill_message(
+            skill, text, data=data, operation=operation, arguments=arguments,
+            task_id=task_id, context_id=context_id,
+        )
+        return self.send_streaming_message(message, **options)
+
+    # ------------------------------------------------------------------ tasks
+
+    def get_task(self, task_id: str, *, history_length: int | None = None) -> Task:
+        params: dict[str, t.Any] = {"id": task_id}
+        if history_length is not None:
+            params["historyLength"] = history_length
+        return wire.task_from_wire(self._call("GetTask", params))
+
+    def list_tasks(
+        self,
+        *,
+        context_id: str | None = None,
+        status: TaskState | str | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+        history_length: int | None = None,
+        status_timestamp_after: datetime | None = None,
+        include_artifacts: bool | None = None,
+    ) -> TaskListPage:
+        """One page of the caller's tasks, newest status first."""
+        params: dict[str, t.Any] = {}
+        if context_id:
+            params["contextId"] = context_id
+        if status is not None:
+            params["status"] = status.value if isinstance(status, TaskState) else status
+        if page_size is not None:
+            params["pageSize"] = page_size
+        if page_token:
+            params["pageToken"] = page_token
+        if history_length is not None:
+            params["historyLength"] = history_length
+        if status_timestamp_after is not None:
+            params["statusTimestampAfter"] = wire.format_timestamp(status_timestamp_after)
+        if include_artifacts is not None:
+            params["includeArtifacts"] = include_artifacts
+        result = self._call("ListTasks", params)
+        return TaskListPage(
+            tasks=tuple(wire.task_from_wire(x) for x in result.get("tasks") or ()),
+            next_page_token=result.get("nextPageToken") or "",
+            page_size=int(result.get("pageSize") or 0),
+            total_size=int(result.get("totalSize") or 0),
+        )
+
+    def iter_tasks(self, *, max_pages: int = 1000, **filters: t.Any) -> t.Iterator[Task]:
+        """Every task :meth:`list_tasks` finds, following page tokens (at most ``max_pages``)."""
+        token = None
+        for _ in range(max_pages):
+            page = self.list_tasks(page_token=token, **filters)
+            yield from page.tasks
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    def cancel_task(self, task_id: str, *, metadata: t.Mapping[str, t.Any] | None = None) -> Task:
+        params: dict[str, t.Any] = {"id": task_id}
+        if metadata is not None:
+            params["metadata"] = dict(metadata)
+        return wire.task_from_wire(self._call("CancelTask", params))
+
+    def subscribe_to_task(self, task_id: str) -> EventStream:
+        """SubscribeToTask: the task's current snapshot, then each event until the final one."""
+        return self._stream("SubscribeToTask", {"id": task_id})
+
+    # ------------------------------------------------------------------ push configs
+
+    def create_task_push_notification_config(
+        self,
+        task_id: str,
+        url: str,
+        *,
+        token: str | None = None,
+        config_id: str | None = None,
+        authentication: AuthenticationInfo | None = None,
+    ) -> PushConfig:
+        params: dict[str, t.Any] = {"taskId": task_id, "url": url}
+        if config_id:
+            params["id"] = config_id
+        if token:
+            params["token"] = token
+        if authentication is not None:
+            auth: dict[str, t.Any] = {"scheme": authentication.scheme}
+            if authentication.credentials:
+                auth["credentials"] = authentication.credentials
+            params["authentication"] = auth
+        result = self._call("CreateTaskPushNotificationConfig", params)
+        return wire.push_config_from_wire(result)
+
+    def get_task_push_notification_config(self, task_id: str, config_id: str) -> PushConfig:
+        params = {"taskId": task_id, "id": config_id}
+        return wire.push_config_from_wire(self._call("GetTaskPushNotificationConfig", params))
+
+    def list_task_push_notification_configs(
+        self, task_id: str, *, page_size: int | None = None, page_token: str | None = None
+    ) -> PushConfigPage:
+        params: dict[str, t.Any] = {"taskId": task_id}
+        if page_size is not None:
+            params["pageSize"] = page_size
+        if page_token:
+            params["pageToken"] = page_token
+        result = self._call("ListTaskPushNotificationConfigs", params)
+        return PushConfigPage(
+            configs=tuple(wire.push_config_from_wire(c) for c in result.get("configs") or ()),
+            next_page_token=result.get("nextPageToken") or "",
+        )
+
+    def delete_task_push_notification_config(self, task_id: str, config_id: str) -> None:
+        self._call("DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": config_id})
+
+    # ------------------------------------------------------------------ the wire
+
+    def _send_params(
+        self,
+        message: Message | str,
+        history_length: int | None,
+        return_immediately: bool,
+        accepted_output_modes: t.Sequence[str] | None,
+        push_config: t.Mapping[str, t.Any] | None,
+        metadata: t.Mapping[str, t.Any] | None,
+    ) -> dict[str, t.Any]:
+        if isinstance(message, str):
+            message = build_message(message)
+        config: dict[str, t.Any] = {}
+        if history_length is not None:
+            config["historyLength"] = history_length
+        if return_immediately:
+            config["returnImmediately"] = True
+        if accepted_output_modes:
+            config["acceptedOutputModes"] = list(accepted_output_modes)
+        if push_config is not None:
+            config["taskPushNotificationConfig"] = dict(push_config)
+        params: dict[str, t.Any] = {"message": wire.dump_message(message)}
+        if config:
+            params["configuration"] = config
+        if metadata is not None:
+            params["metadata"] = dict(metadata)
+        return params
+
+    def _post(
+        self, method: str, params: dict[str, t.Any], timeout: Timeout, stream: bool
+    ) -> tuple[int, requests.Response]:
+        request_id = next(self._ids)
+        if self.tenant is not None:
+            params = {"tenant": self.tenant, **params}
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        response = self.session.post(
+            self.endpoint,
+            data=data.encode("utf-8"),
+            timeout=timeout,
+            stream=stream,
+            allow_redirects=False,
+        )
+        return request_id, response
+
+    def _call(self, method: str, params: dict[str, t.Any], timeout: Timeout | None = None) -> t.Any:
+        request_id, response = self._post(method, params, timeout or self.timeout, False)
+        return answer_of(response, request_id)
+
+    def _stream(self, method: str, params: dict[str, t.Any]) -> EventStream:
+        request_id, response = self._post(method, params, self.stream_timeout, True)
+        content_type = response.headers.get("Content-Type", "")
+        if response.status_code == 200 and content_type.startswith("text/event-stream"):
+            return EventStream(response, request_id).open()  # a streamed error raises here
+        with response:
+            answer_of(response, request_id)  # raises the server's error, if it sent one
+        raise A2AClientError(f"{method} answered without a stream", response.status_code)
+
+
+def jsonrpc_endpoint(card: t.Mapping[str, t.Any], card_url: str) -> str:
+    """The card's JSON-RPC interface URL (a 1.x one first), absolute."""
+    interfaces = [
+        i
+        for i in card.get("supportedInterfaces") or ()
+        if isinstance(i, dict)
+        and str(i.get("protocolBinding", "")).upper() == "JSONRPC"
+        and isinstance(i.get("url"), str)
+    ]
+    interfaces.sort(key=lambda i: not str(i.get("protocolVersion", "")).startswith("1"))
+    if not interfaces:
+        raise A2AClientError(f"the agent card at {card_url} offers no JSON-RPC interface")
+    return urljoin(card_url, str(interfaces[0]["url"]))
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"

@@ -1,0 +1,196 @@
+"""The client's side of the wire: JSON-RPC answers back into results or the server's errors,
+and an SSE answer into typed events.
+
+Kept apart from ``client.py`` (the method surface) so each stays small; nothing here knows
+which method was called.
+"""
+
+from __future__ import annotations
+
+import json
+import typing as t
+
+import requests
+from urllib3.exceptions import ReadTimeoutError
+
+from ..protocol import wire
+from ..protocol.errors import error_from_dict
+from ..protocol.model import (
+    Message,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
+
+StreamEvent = Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
+
+#: One SSE event larger than this ends the stream (a server cannot make the client hoard RAM).
+MAX_EVENT_BYTES: t.Final = 16 * 1024 * 1024
+
+
+class A2AClientError(Exception):
+    """The answer was not an A2A answer (not JSON-RPC, no card, a redirect, a bad stream)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        #: The HTTP status of the answer, when there was one.
+        self.status = status
+
+
+def answer_of(response: requests.Response, request_id: int) -> t.Any:
+    """The ``result`` of a JSON-RPC answer, or the server's error raised as its class."""
+    status = response.status_code
+    if 300 <= status < 400:
+        where = response.headers.get("Location", "?")
+        raise A2AClientError(f"HTTP {status}: the endpoint moved to {where}", status)
+    try:
+        payload = response.json()
+    except ValueError:
+        raise A2AClientError(f"HTTP {status}: the answer is not JSON-RPC", status) from None
+    return result_of(payload, request_id, status)
+
+
+def result_of(payload: t.Any, request_id: int, status: int = 200) -> t.Any:
+    if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
+        raise A2AClientError(f"HTTP {status}: the answer is not JSON-RPC", status)
+    if "error" in payload and isinstance(payload["error"], dict):
+        raise error_from_dict(payload["error"])
+    if status != 200 or "result" not in payload:
+        raise A2AClientError(f"HTTP {status}: the answer holds no result", status)
+    if payload.get("id") != request_id:
+        raise A2AClientError("the answer is for another request", status)
+    return payload["result"]
+
+
+class EventStream:
+    """The typed events of one SSE answer.
+
+    Iterate it; it closes its connection when the stream ends, when :meth:`close` is called,
+    when a ``with`` block around it ends, or when it is dropped mid-way. Closing the
+    connection is what frees the server's stream seat.
+    """
+
+    def __init__(self, response: requests.Response, request_id: int) -> None:
+        self.response = response
+        self.request_id = request_id
+        self.progress = Progress()
+        # The generator must not hold ``self``: with no cycle, dropping the stream closes it.
+        self._events = _events(response, request_id, self.progress)
+        self._first: list[StreamEvent] = []
+
+    def open(self) -> EventStream:
+        """Read the first event now: a streaming method's refusal comes as a stream holding
+        one error event, and is raised here (as the server's error class), at the call."""
+        first = next(self._events, None)
+        if first is not None:
+            self._first.append(first)
+        return self
+
+    @property
+    def task_id(self) -> str | None:
+        """The task the stream is about, once the first event named it."""
+        return self.progress.task_id
+
+    @property
+    def state(self) -> TaskState | None:
+        """The task's state as of the last status the stream carried."""
+        return self.progress.state
+
+    def __iter__(self) -> EventStream:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        if self._first:
+            return self._first.pop()
+        return next(self._events)
+
+    def close(self) -> None:
+        self._events.close()
+        self.response.close()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Progress:
+    """What a stream has said so far about its task."""
+
+    def __init__(self) -> None:
+        self.task_id: str | None = None
+        self.state: TaskState | None = None
+
+    def update(self, event: StreamEvent) -> None:
+        if isinstance(event, Task):
+            self.task_id, self.state = event.id, event.status.state
+        elif isinstance(event, TaskStatusUpdateEvent):
+            self.task_id, self.state = event.task_id, event.status.state
+        elif isinstance(event, TaskArtifactUpdateEvent):
+            self.task_id = event.task_id
+
+
+def _events(
+    response: requests.Response, request_id: int, progress: Progress
+) -> t.Generator[StreamEvent, None, None]:
+    try:
+        for data in sse_data(_chunks(response)):
+            try:
+                payload = json.loads(data)
+            except ValueError:
+                raise A2AClientError("a stream event is not JSON") from None
+            event = t.cast(StreamEvent, wire.event_from_wire(result_of(payload, request_id)))
+            progress.update(event)
+            yield event
+    finally:
+        response.close()
+
+
+def _chunks(response: requests.Response) -> t.Iterator[bytes]:
+    """Bytes as they arrive (never waiting to fill a buffer: events must not be held back)."""
+    raw = response.raw
+    try:
+        if getattr(raw, "chunked", False) or not hasattr(raw, "read1"):
+            yield from response.iter_content(chunk_size=None)
+            return
+        while True:
+            chunk = raw.read1(65536, decode_content=True)
+            if not chunk:
+                return
+            yield chunk
+    except (requests.ConnectionError, ReadTimeoutError) as exc:
+        # requests reports a read timeout mid-body as a ConnectionError; say what it is.
+        cause = exc.args[0] if isinstance(exc, requests.ConnectionError) and exc.args else exc
+        if isinstance(cause, ReadTimeoutError):
+            raise requests.ReadTimeout(cause, response=response) from exc
+        raise
+
+
+def sse_data(chunks: t.Iterable[bytes]) -> t.Iterator[str]:
+    """The ``data`` of each SSE event; comments (keep-alives) and other fields are skipped."""
+    buffer = b""
+    data: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        if len(buffer) > MAX_EVENT_BYTES:
+            raise A2AClientError("a stream event is too large")
+        for line in lines:
+            line = line.rstrip(b"\r")
+            if not line:
+                if data:
+                    yield b"\n".join(data).decode("utf-8")
+                data, size = [], 0
+                continue
+            name, _, value = line.partition(b":")
+            if name == b"data":
+                value = value[1:] if value.startswith(b" ") else value
+                size += len(value)
+                if size > MAX_EVENT_BYTES:
+                    raise A2AClientError("a stream event is too large")
+                data.append(value)
+    if data:
+        yield b"\n".join(data).decode("utf-8")

@@ -1,0 +1,72 @@
+"""What passes between a binding and the exchange: the request, one method call, the reply.
+
+A binding (``bindings/jsonrpc.py``, ``bindings/rest.py``) turns an HTTP request into a
+:class:`Call` (params, the principal, the activated extensions) for one exchange method; the
+method returns a result, or a :class:`Reply` when it answers a stream. The web framework only
+fills in an :class:`HTTPRequest` and writes out a :class:`Reply`. Imports nothing of Flask.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing as t
+
+from ..protocol import jsonrpc
+from ..protocol.model import Principal
+
+
+class HeaderLookup(t.Protocol):
+    """Case-insensitive header access (werkzeug's ``Headers``, or any mapping-like object)."""
+
+    def get(self, key: str) -> t.Any: ...
+
+
+@dataclasses.dataclass
+class HTTPRequest:
+    """What the exchange needs of an HTTP request (the web framework fills it in)."""
+
+    method: str
+    headers: HeaderLookup
+    #: The request's own authority (``Host``), to compare a browser ``Origin`` against.
+    host: str
+    content_length: int | None
+    #: Reads at most ``n`` bytes of the body.
+    read_body: t.Callable[[int], bytes]
+    #: Runs the host app's principal hook in the request's context.
+    resolve_principal: t.Callable[[], Principal | None]
+    query: t.Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: Re-resolves the caller for a long-lived stream (None: never re-checked).
+    #: Called (inside the request) only for streams: returns a callable that re-resolves the
+    #: caller later, at keep-alives (None: streams never re-check the caller).
+    principal_refresher: t.Callable[[], t.Callable[[], Principal | None]] | None = None
+    #: The connection's socket when the server exposes it (``gunicorn.socket``): a stream
+    #: sees its client leave without waiting for a write to fail (``peer.py``).
+    client_socket: t.Any = None
+
+
+@dataclasses.dataclass
+class Reply:
+    status: int
+    headers: list[tuple[str, str]]
+    body: str | t.Iterator[str]
+
+    @property
+    def streaming(self) -> bool:
+        return not isinstance(self.body, str)
+
+
+class Call(t.NamedTuple):
+    """One method call after the binding's checks (a JSON-RPC envelope, or a REST route)."""
+
+    id: jsonrpc.RequestId
+    params: dict[str, t.Any]
+    principal: Principal
+    http: HTTPRequest
+    #: The card's extensions this request activated (``A2A-Extensions``), in the card's order.
+    extensions: tuple[str, ...] = ()
+    #: The binding the call came in on: ``"jsonrpc"``, or ``"rest"`` (``rest.py``), whose
+    #: stream events are bare StreamResponse objects, not JSON-RPC responses.
+    binding: str = "jsonrpc"
+
+
+Method = t.Callable[[Call], t.Any]

@@ -1,0 +1,527 @@
+"""The exchange: the A2A method table. Imports nothing of Flask and no binding.
+
+Each method of :attr:`Exchange.methods` takes one :class:`~flask_a2a.exchange.calls.Call` (a
+principal and params, after a binding's checks: ``bindings/jsonrpc.py``, ``bindings/rest.py``)
+and returns a result or a streaming :class:`~flask_a2a.exchange.calls.Reply`; each method is
+one small function here. What a run does once started lives in ``runs.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import json
+import logging
+import time
+import typing as t
+from datetime import datetime
+
+from ..config import Settings
+from ..ops.log_fields import fields
+from ..ops.metrics import recorder
+from ..protocol import jsonrpc, wire
+from ..protocol.errors import (
+    ExtendedAgentCardNotConfiguredError,
+    InternalError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from ..protocol.extensions import Activation, AgentExtension
+from ..protocol.limits import MAX_TASK_ID, unstorable
+from ..protocol.model import (
+    Message,
+    Principal,
+    Task,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from ..protocol.params import read_send_params
+from ..store.base import ListQuery, Store, TaskRecord
+from ..store.memory import matches, page_of
+from .bus import Bus, BusEvent, BusHooks
+from .calls import Call, Method, Reply
+from .replicas import ReplicaWatch, is_shared
+from .retention import Retention
+from .router import Skill
+from .runner import Runner
+from .runs import Runs, visible_record
+from .streams import HEADERS as SSE_HEADERS
+from .streams import Seats, relay
+from .tasks import (
+    Run,
+    TaskUpdater,
+    TaskWriter,
+    credential_headers,
+    is_final,
+    scrub,
+)
+
+log = logging.getLogger("flask_a2a")
+
+
+
+def _token(cursor: tuple[datetime, str]) -> str:
+    raw = json.dumps([wire.format_timestamp(cursor[0]), cursor[1]]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _untoken(token: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        stamp, task_id = json.loads(raw)
+        if not isinstance(task_id, str) or unstorable(task_id, MAX_TASK_ID) is not None:
+            raise ValueError("not a task id")
+        return wire.parse_timestamp(stamp), task_id
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise InvalidParamsError(
+            "Invalid parameters: pageToken: not a token this server issued",
+            field_violations=[("pageToken", "not a token this server issued")],
+        ) from exc
+
+
+class Exchange:
+    """One A2A task exchange: skills, a store, a run pool, a bus and the method table."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        skills: t.Iterable[Skill],
+        store: Store,
+        runner: Runner,
+        *,
+        extended_card: t.Callable[[Principal], t.Any] | None = None,
+        push: t.Any = None,
+        extensions: t.Iterable[AgentExtension] = (),
+        bus: Bus | None = None,
+    ) -> None:
+        self.settings = settings
+        #: The card's extensions: which ones a request activates, and which it must.
+        self.extensions = Activation(extensions)
+        self.skills: dict[str, Skill] = {}
+        for skill in skills:
+            if skill.id in self.skills:
+                raise ValueError(f"two skills share the id {skill.id!r}")
+            self.skills[skill.id] = skill
+        if not self.skills:
+            raise ValueError("an A2A exchange needs at least one skill")
+        self.store = store
+        self.runner = runner
+        #: The in-process bus, or one shared by replicas (``redis_bus.RedisBus``).
+        self.bus = bus if bus is not None else Bus()
+        #: Prometheus metrics (a no-op without the prometheus extra or with A2A_METRICS off).
+        self.metrics = recorder(settings.metrics)
+        self.seats = Seats(
+            settings.max_stream_seats_per_owner, settings.stream_seat_overflow, self.metrics
+        )
+        self.extended_card = extended_card
+        #: Push delivery (``push.PushSender``) or None when push notifications are off.
+        self.push = push
+        self.writer = TaskWriter(
+            store,
+            self.bus,
+            max_history=settings.max_history,
+            on_event=push.deliver if push is not None else None,
+        )
+        self.retention = Retention(settings, store, self.writer, self.forget)
+        self.writer.on_final = self.retention.after_final
+        self.closing = False
+        self.runs = Runs(
+            settings, store, runner, self.bus, self.writer,
+            skills=self.skills, push=push, retention=self.retention,
+        )
+        self.slots = self.runs.slots
+        #: Polls a store shared with other replicas for what they wrote to our runs.
+        self.replicas = ReplicaWatch(self) if is_shared(store) else None
+        self.runs.replicas = self.replicas
+        #: Entered around each read and write of a TaskUpdater (set by the Flask wiring).
+        self.updater_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext
+        self.bus.bind(BusHooks(
+            spawn=runner.spawn,
+            running=lambda task_id: self.runs.get(task_id) is not None,
+            settled_elsewhere=self._settled_elsewhere,
+            snapshot=self._stored_event,
+        ))  # fmt: skip
+        self.methods: dict[str, Method] = {
+            "SendMessage": self.send_message,
+            "SendStreamingMessage": self.send_streaming_message,
+            "GetTask": self.get_task,
+            "ListTasks": self.list_tasks,
+            "CancelTask": self.cancel_task,
+            "SubscribeToTask": self.subscribe_to_task,
+            "CreateTaskPushNotificationConfig": self.create_push_config,
+            "GetTaskPushNotificationConfig": self.get_push_config,
+            "ListTaskPushNotificationConfigs": self.list_push_configs,
+            "DeleteTaskPushNotificationConfig": self.delete_push_config,
+            "GetExtendedAgentCard": self.get_extended_card,
+        }
+
+    # ------------------------------------------------------------------ reading tasks
+
+    def visible_record(self, task_id: str, principal: Principal) -> TaskRecord:
+        """The caller's task, or -32001 for unknown and foreign alike."""
+        return visible_record(self.store, task_id, principal)
+
+    def get_task(self, call: Call) -> t.Any:
+        params = wire.load_params(wire.schema(wire.GetTaskRequestSchema), call.params)
+        record = self.visible_record(params["id"], call.principal)
+        return wire.dump_task(record.task, history_length=params.get("history_length"))
+
+    def list_tasks(self, call: Call) -> t.Any:
+        params = wire.load_params(wire.schema(wire.ListTasksRequestSchema), call.params)
+        principal = call.principal
+        status = params.get("status")
+        query = ListQuery(
+            owner=principal.owner,
+            tenant=principal.tenant,
+            scopes=principal.scope_key,
+            scoped=principal.scopes is not None,
+            context_id=params.get("context_id") or None,
+            states=frozenset({status}) if status not in (None, TaskState.UNSPECIFIED) else None,
+            status_after=params.get("status_timestamp_after"),
+            limit=params.get("page_size", 50),
+            cursor=_untoken(params["page_token"]) if params.get("page_token") else None,
+        )
+        if self.store.filters_scope and self.store.filters_tenant:
+            page = self.store.list_tasks(query)
+            # A store that declares filtering wrongly still hands out no other tier's task.
+            records = [r for r in page.records if r.visible_to(principal)]
+            total, next_cursor = page.total, page.next_cursor
+        else:
+            page = self._walk_owner(query)
+            records, total, next_cursor = page.records, page.total, page.next_cursor
+        history_length = params.get("history_length")
+        include_artifacts = params.get("include_artifacts", False)
+        return {
+            "tasks": [
+                wire.dump_task(
+                    r.task, history_length=history_length, include_artifacts=include_artifacts
+                )
+                for r in records
+            ],
+            "nextPageToken": _token(next_cursor) if next_cursor else "",
+            "pageSize": len(records),
+            "totalSize": total,
+        }
+
+    def _walk_owner(self, query: ListQuery) -> t.Any:
+        """For a store that cannot filter by tier: read every task of the owner, count ours."""
+        everything = dataclasses.replace(
+            query, scoped=False, tenanted=False, context_id=None, states=None,
+            status_after=None, cursor=None, limit=1000,
+        )
+        records: list[TaskRecord] = []
+        cursor = None
+        while True:
+            page = self.store.list_tasks(dataclasses.replace(everything, cursor=cursor))
+            records.extend(r for r in page.records if matches(r, query))
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        return page_of(records, query)
+
+    # ------------------------------------------------------------------ sending
+
+    def _message_params(self, call: Call) -> tuple[Message, dict[str, t.Any]]:
+        params = read_send_params(call.params)
+        if self.closing:
+            raise UnsupportedOperationError("server is shutting down; no new runs are accepted")
+        return params["message"], params.get("configuration") or {}
+
+    def live_runs(self) -> list[Run]:
+        """The runs in flight in this process."""
+        return self.runs.live()
+
+    def send_message(self, call: Call) -> t.Any:
+        message, config = self._message_params(call)
+        record, run, _ = self.runs.start(
+            message, call.principal, config, credentials=credential_headers(call.http.headers),
+            extensions=call.extensions,
+        )
+        history_length = config.get("history_length")
+        if run is not None and not config.get("return_immediately"):
+            run.done.wait()
+            if run.reply is not None:  # the handler answered with a message: no task remains
+                return {"message": wire.dump_message(run.reply)}
+            record = run.record  # every path that settles the run stores its record here
+            if record.version == 0:  # its only write failed (logged): the task does not exist
+                raise InternalError()
+
+        return {"task": wire.dump_task(record.task, history_length=history_length)}
+
+    # ------------------------------------------------------------------ streams
+
+    def _stream_reply(
+        self,
+        call: Call,
+        record: TaskRecord,
+        subscription: t.Any,
+        seat: t.Any,
+    ) -> Reply:
+        request_id_json = jsonrpc.encode_id(call.id)
+
+        def wrap(result_json: str) -> str:
+            if call.binding == "rest":  # HTTP+JSON: each event is the bare StreamResponse
+                return result_json
+            return '{"jsonrpc":"2.0","id":' + request_id_json + ',"result":' + result_json + "}"
+
+        principal = call.principal
+        refresher = call.http.principal_refresher
+        refresh = refresher() if refresher is not None else None
+
+        def still_allowed() -> bool:
+            if refresh is None:
+                return True
+            now = refresh()
+            return (
+                now is not None
+                and now.owner == principal.owner
+                and now.tenant == principal.tenant
+                and now.scopes == principal.scopes
+            )
+
+        held = record.version == 0  # the run shows the task at its first change, or replies
+        # A stream that starts on a paused task waits for what comes of it (issue 14 item 5).
+        pause = StreamPause(record.task.status) if record.state.interrupted else None
+        body = relay(
+            first=None if held else jsonrpc.encode({"task": wire.dump_task(record.task)}),
+            first_version=record.version,
+            first_final=is_final(record.state) and pause is None,
+            subscription=subscription,
+            seat=seat,
+            keepalive=self.settings.keepalive_interval,
+            wrap=wrap,
+            still_allowed=still_allowed,
+            poll=self._poller(record.task.id, pause),
+            poll_interval=self.settings.replica_poll_interval if self.replicas else None,
+            client_socket=call.http.client_socket,
+            snapshot=self._snapshot(record.task.id),
+            ends=pause.ends_at if pause is not None else None,
+        )
+        return Reply(200, list(SSE_HEADERS), body)
+
+    def _snapshot(self, task_id: str) -> t.Callable[[], tuple[str, int, bool] | None]:
+        """The stored task as a stream's first event, or None when it is not stored."""
+
+        def snapshot() -> tuple[str, int, bool] | None:
+            record = self.store.get_task(task_id)
+            if record is None:
+                return None
+            task_json = jsonrpc.encode({"task": wire.dump_task(record.task)})
+            return task_json, record.version, is_final(record.state)
+
+        return snapshot
+
+    def _poller(
+        self, task_id: str, pause: StreamPause | None = None
+    ) -> t.Callable[[int], tuple[str, int, bool] | None]:
+        """Emit a snapshot when the stored version moved without a local event."""
+        next_poll = [0.0]
+
+        def poll(version: int) -> tuple[str, int, bool] | None:
+            if self.runs.get(task_id) is not None:
+                return None
+            if self.bus.live():  # other replicas' events arrive one by one: a safety net only
+                now = time.monotonic()
+                if now < next_poll[0]:
+                    return None
+                next_poll[0] = now + self.settings.keepalive_interval
+            try:
+                record = self.store.get_task(task_id)
+            except Exception as exc:  # a stream outlives a store hiccup; the next poll retries
+                log.error("a2a: stream poll failed: %s", scrub(repr(exc)), extra=fields(task_id))
+                return None
+            if record is None:
+                # Deleted (by another replica's retention, say): end this process's streams.
+                self.bus.publish(BusEvent(task_id, 2**62, None, "", final=True, gone=True))
+                return None
+            if record.version <= version:
+                return None
+            return (
+                jsonrpc.encode({"task": wire.dump_task(record.task)}),
+                record.version,
+                pause.ends(record.task.status) if pause is not None else is_final(record.state),
+            )
+
+        return poll
+
+    def _stored_event(self, task_id: str, version: int = 0) -> tuple[str, int, bool] | None:
+        """The stored task as a stream event, when newer than ``version``."""
+        record = self.store.get_task(task_id)
+        if record is None or record.version <= version:
+            return None
+        return (
+            jsonrpc.encode({"task": wire.dump_task(record.task)}),
+            record.version,
+            is_final(record.state),
+        )
+
+    def _settled_elsewhere(self, task_id: str, version: int) -> None:
+        """The bus says another process settled a task: if it runs here, cut it now."""
+        run = self.runs.get(task_id)
+        replicas = self.replicas
+        if run is not None and replicas is not None and version > run.record.version:
+            self.runner.spawn(lambda: replicas.check_now(run))
+
+    def send_streaming_message(self, call: Call) -> Reply:
+        message, config = self._message_params(call)
+        seat = self.seats.take(call.principal.owner)
+        try:
+            record, _, subscription = self.runs.start(
+                message, call.principal, config, subscribe=True,
+                credentials=credential_headers(call.http.headers), extensions=call.extensions,
+            )
+        except BaseException:
+            seat.release()
+            raise
+        return self._stream_reply(call, record, subscription, seat)
+
+    def subscribe_to_task(self, call: Call) -> Reply:
+        params = wire.load_params(wire.schema(wire.SubscribeToTaskRequestSchema), call.params)
+        record = self.visible_record(params["id"], call.principal)
+        if record.state.terminal:
+            raise UnsupportedOperationError(
+                f"task is {record.state.value}; there is nothing to subscribe to",
+                metadata={"taskId": record.task.id},
+            )
+        seat = self.seats.take(call.principal.owner)
+        try:
+            subscription = self.bus.subscribe(record.task.id)
+            # Re-read after subscribing: the snapshot's version bounds what the bus may skip.
+            record = self.store.get_task(record.task.id) or record
+        except BaseException:
+            seat.release()
+            raise
+        return self._stream_reply(call, record, subscription, seat)
+
+    # ------------------------------------------------------------------ cancel
+
+    def cancel_task(self, call: Call) -> t.Any:
+        params = wire.load_params(wire.schema(wire.CancelTaskRequestSchema), call.params)
+        record = self.visible_record(params["id"], call.principal)
+        return wire.dump_task(self.cancel(record).task)
+
+    def cancel(self, record: TaskRecord, *, text: str | None = None) -> TaskRecord:
+        """Settle CANCELED against the store and cut the local run, if any."""
+        return self.runs.cancel(record, text=text)
+
+    # ------------------------------------------------------------------ retention
+
+    def trim_tier(self, record: TaskRecord) -> None:
+        """Hold ``record``'s tier to both retention bounds now (``flask a2a trim``)."""
+        self.retention.trim_tier(record)
+
+    def forget(self, task_id: str) -> None:
+        """A task was deleted: cut its local run and end its streams with no event."""
+        self.runs.cut(task_id)
+        self.bus.publish(BusEvent(task_id, 2**62, None, "", final=True, gone=True))
+
+    # ------------------------------------------------------------------ push configs
+
+    def _push(self) -> t.Any:
+        if self.push is None:
+            raise PushNotificationNotSupportedError()
+        return self.push
+
+    def create_push_config(self, call: Call) -> t.Any:
+        push = self._push()
+        params = wire.load_params(wire.schema(wire.PushConfigSchema), call.params)
+        if not params.get("task_id"):
+            raise InvalidParamsError(
+                "Invalid parameters: taskId: Missing data for required field.",
+                field_violations=[("taskId", "Missing data for required field.")],
+            )
+        record = self.visible_record(params["task_id"], call.principal)
+        push.check_url(params["url"])
+        return wire.dump_push_config(push.register(record, params))
+
+    def get_push_config(self, call: Call) -> t.Any:
+        push = self._push()
+        params = wire.load_params(wire.schema(wire.PushConfigRefSchema), call.params)
+        record = self.visible_record(params["task_id"], call.principal)
+        config = push.get_config(record.task.id, params["id"])
+        if config is None:
+            raise TaskNotFoundError("Push notification config not found")
+        return wire.dump_push_config(config)
+
+    def list_push_configs(self, call: Call) -> t.Any:
+        push = self._push()
+        params = wire.load_params(wire.schema(wire.ListPushConfigsRequestSchema), call.params)
+        record = self.visible_record(params["task_id"], call.principal)
+        configs = push.list_configs(record.task.id)
+        size = params.get("page_size") or 100
+        start = 0
+        if params.get("page_token"):
+            try:
+                start = int(params["page_token"])
+                if start < 0:
+                    raise ValueError(start)
+            except ValueError:
+                raise InvalidParamsError("Invalid parameters: pageToken is not valid") from None
+        page = configs[start : start + size]
+        out: dict[str, t.Any] = {"configs": [wire.dump_push_config(c) for c in page]}
+        if start + size < len(configs):
+            out["nextPageToken"] = str(start + size)
+        return out
+
+    def delete_push_config(self, call: Call) -> None:
+        self._push()
+        params = wire.load_params(wire.schema(wire.PushConfigRefSchema), call.params)
+        record = self.visible_record(params["task_id"], call.principal)
+        # Idempotent (spec §3.1.10): a config already gone, or never there, answers null too.
+        self.store.delete_push_config(record.task.id, params["id"])
+        self._push().forget(record.task.id)
+        return None
+
+    # ------------------------------------------------------------------ the extended card
+
+    def get_extended_card(self, call: Call) -> t.Any:
+        wire.load_params(wire.schema(wire.GetExtendedAgentCardRequestSchema), call.params)
+        if self.extended_card is None:
+            raise ExtendedAgentCardNotConfiguredError()
+        return self.extended_card(call.principal)
+
+    # ------------------------------------------------------------------ outside the wire
+
+    def task_updater(self, task_id: str) -> TaskUpdater:
+        return TaskUpdater(self.writer, task_id, self.updater_context)
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Refuse new runs, cut every live run (settled CANCELED), wait for them to finish.
+
+        Returns True when every run finished within ``timeout``.
+        """
+        self.closing = True
+        try:
+            return self.runs.shutdown(
+                self.settings.shutdown_timeout if timeout is None else timeout
+            )
+        finally:
+            self.bus.close()
+
+
+class StreamPause:
+    """A stream that began on a paused (INPUT_REQUIRED/AUTH_REQUIRED) task ends at a terminal
+    state or at a new pause, not at the pause it began on: the subscriber sees the resume."""
+
+    def __init__(self, status: TaskStatus) -> None:
+        self.status = status
+        self.resumed = False
+
+    def ends(self, status: TaskStatus) -> bool:
+        if status.state.terminal:
+            return True
+        if not status.state.interrupted:
+            self.resumed = True
+            return False
+        began = (self.status.state, self.status.timestamp)
+        return self.resumed or (status.state, status.timestamp) != began
+
+    def ends_at(self, event: BusEvent) -> bool:
+        """For a bus event: only a status can end the stream (artifacts never do)."""
+        if isinstance(event.event, (TaskStatusUpdateEvent, Task)):
+            return self.ends(event.event.status)
+        return False

@@ -1,0 +1,262 @@
+"""Server-Sent Events: frames, keep-alives, per-owner stream seats, and the relay generator.
+
+A stream pins a bus subscription for its whole life, so an owner's concurrent streams are
+seated. At the cap an owner's next stream is refused (HTTP 429) or, with ``evict-oldest``,
+their oldest stream is closed and the new one seated.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import typing as t
+
+from ..ops.metrics import NOOP, Recorder
+from ..protocol.errors import StreamSeatsExhaustedError
+from ..protocol.model import Message, Task
+from . import peer
+from .bus import BusEvent, Subscription
+
+KEEPALIVE: t.Final = ": keep-alive\n\n"
+HEADERS: t.Final = (
+    ("Content-Type", "text/event-stream; charset=utf-8"),
+    ("Cache-Control", "no-store"),
+    ("X-Accel-Buffering", "no"),
+)
+
+
+def frame(response_json: str) -> str:
+    """One SSE event holding one complete JSON-RPC response."""
+    return "data: " + response_json + "\n\n"
+
+
+class Seat:
+    """One open stream of one owner; evicting it closes the stream's subscription."""
+
+    def __init__(self, seats: Seats, owner: str) -> None:
+        self.seats = seats
+        self.owner = owner
+        self.subscription: Subscription | None = None
+        self.evicted = False
+        self.released = False
+
+    def evict(self) -> None:
+        self.evicted = True
+        if self.subscription is not None:
+            self.subscription.close("evicted")
+
+    def release(self) -> None:
+        self.seats.release(self)
+
+
+class Seats:
+    #: Counts seats in use and refusals (``a2a_stream_seats_in_use``); set by the exchange.
+    metrics: Recorder = NOOP
+
+    def __init__(self, per_owner: int, overflow: str, metrics: Recorder = NOOP) -> None:
+        self.metrics = metrics
+        self.per_owner = per_owner
+        self.overflow = overflow
+        self._lock = threading.Lock()
+        self._held: dict[str, list[Seat]] = {}
+
+    def take(self, owner: str) -> Seat:
+        """Seat a new stream, or raise :class:`StreamSeatsExhaustedError` (nothing changes)."""
+        seat = Seat(self, owner)
+        evicted: Seat | None = None
+        with self._lock:
+            held = self._held.setdefault(owner, [])
+            if 0 <= self.per_owner <= len(held):
+                if self.overflow != "evict-oldest" or not held:
+                    if not held:
+                        del self._held[owner]
+                    self.metrics.seat_refused()
+                    raise StreamSeatsExhaustedError()
+                evicted = held.pop(0)
+                evicted.released = True
+            held.append(seat)
+        self.metrics.seat_taken()
+        if evicted is not None:
+            self.metrics.seat_released()
+            evicted.evict()
+        return seat
+
+    def release(self, seat: Seat) -> None:
+        with self._lock:
+            if seat.released:
+                return
+            seat.released = True
+            self.metrics.seat_released()
+            held = self._held.get(seat.owner, [])
+            if seat in held:
+                held.remove(seat)
+            if not held:
+                self._held.pop(seat.owner, None)
+
+    def count(self, owner: str) -> int:
+        return len(self._held.get(owner, ()))
+
+
+class Relay:
+    """A stream body: iterates the relay generator; ``close()`` frees the seat even when the
+    client left before the generator ever started (closing an unstarted generator runs no
+    ``finally``)."""
+
+    def __init__(self, events: t.Iterator[str], subscription: Subscription, seat: Seat) -> None:
+        self._events = events
+        self._subscription = subscription
+        self._seat = seat
+
+    def __iter__(self) -> t.Iterator[str]:
+        return self._events
+
+    def __next__(self) -> str:
+        return next(self._events)
+
+    def close(self) -> None:
+        close = getattr(self._events, "close", None)
+        if close is not None:
+            close()
+        self._subscription.close()
+        self._seat.release()
+
+
+def relay(**kwargs: t.Any) -> Relay:
+    """The body of one stream (see :func:`_relay` for the parameters)."""
+    return Relay(_relay(**kwargs), kwargs["subscription"], kwargs["seat"])
+
+
+def _opening(
+    subscription: Subscription,
+    keepalive: float,
+    still_allowed: t.Callable[[], bool] | None,
+    snapshot: t.Callable[[], tuple[str, int, bool] | None] | None,
+    left: t.Callable[[], bool] | None = None,
+) -> t.Generator[str, None, tuple[str, int, bool] | None]:
+    """Wait for a held task's first event (keep-alives meanwhile): the Task the run shows at
+    its handler's first change, or the one Message it replies with instead (final). A first
+    event of another kind (a shutdown's cancel) is answered with the stored task.
+
+    :param left: under threads, says whether the client left (looked at while idle)."""
+    beat_at = time.monotonic() + keepalive
+    while True:
+        wait = max(0.0, beat_at - time.monotonic())
+        event = subscription.get(wait if left is None else min(wait, peer.CHECK_INTERVAL))
+        if event is None:
+            if subscription.closed or (left is not None and left()):
+                return None
+            if time.monotonic() < beat_at:
+                continue
+            if still_allowed is not None and not still_allowed():
+                return None
+            yield KEEPALIVE
+            beat_at = time.monotonic() + keepalive
+            continue
+        if event.gone:
+            return None
+        if isinstance(event.event, Task | Message):
+            return event.result_json, event.version, event.final
+        return snapshot() if snapshot is not None else None
+
+
+def _relay(
+    *,
+    first: str | None,
+    first_version: int,
+    first_final: bool,
+    subscription: Subscription,
+    seat: Seat,
+    keepalive: float,
+    wrap: t.Callable[[str], str],
+    still_allowed: t.Callable[[], bool] | None = None,
+    poll: t.Callable[[int], tuple[str, int, bool] | None] | None = None,
+    poll_interval: float | None = None,
+    client_socket: t.Any = None,
+    snapshot: t.Callable[[], tuple[str, int, bool] | None] | None = None,
+    ends: t.Callable[[BusEvent], bool] | None = None,
+) -> t.Iterator[str]:
+    """Yield the snapshot, then every newer event, until a final one; keep-alive when idle.
+
+    :param first: the snapshot's StreamResponse JSON; ``None`` for a task its run still
+        holds: the first event then comes from the bus (:func:`_opening`).
+    :param snapshot: reads the stored task (result JSON, version, final) for that case.
+    :param wrap: turns a StreamResponse's JSON into a whole JSON-RPC response.
+    :param still_allowed: re-resolves the caller at each keep-alive; False ends the stream.
+    :param poll: reads the store for a newer version than the one given (replicas, or a run
+        that ended without settling); returns (result JSON, version, final) or None.
+    :param poll_interval: poll this often when idle (a store shared by replicas); by default
+        the store is polled only at keep-alives.
+    :param client_socket: the connection's socket, when the server exposes it: a client that
+        leaves frees its seat at once instead of at the next keep-alive (``peer.py``).
+    :param ends: whether a bus event ends the stream (by default its ``final`` flag).
+    """
+    seat.subscription = subscription
+    stop_watch: t.Callable[[], None] | None = None
+    check_left = False
+    try:
+        if seat.evicted:
+            return
+        if peer.watchable(client_socket):
+            stop_watch = peer.watch(client_socket, lambda: _client_left(subscription, seat))
+            check_left = stop_watch is None  # no greenlet to wait for it: look when idle
+        if first is None:
+            left = (lambda: peer.left(client_socket)) if check_left else None
+            opened = yield from _opening(subscription, keepalive, still_allowed, snapshot, left)
+            if opened is None:
+                return
+            first, first_version, first_final = opened
+        yield frame(wrap(first))
+        if first_final:
+            return
+        version = first_version
+        every = keepalive if poll_interval is None else min(keepalive, poll_interval)
+        wait = min(every, peer.CHECK_INTERVAL) if check_left else every
+        beat_at = time.monotonic() + keepalive
+        due = time.monotonic() + every
+        while True:
+            event = subscription.get(wait)
+            if event is None:
+                if subscription.closed:
+                    return
+                if check_left and peer.left(client_socket):
+                    return
+                if wait < every:
+                    if time.monotonic() < due:
+                        continue  # woke only to look at the client's socket
+                    due = time.monotonic() + every
+                beat = poll_interval is None or time.monotonic() >= beat_at
+                if beat and still_allowed is not None and not still_allowed():
+                    return
+                if poll is not None:
+                    polled = poll(version)
+                    if polled is not None:
+                        result_json, version, final = polled
+                        yield frame(wrap(result_json))
+                        if final:
+                            return
+                        beat_at = time.monotonic() + keepalive
+                        continue
+                if beat:
+                    yield KEEPALIVE
+                    beat_at = time.monotonic() + keepalive
+                continue
+            if event.gone:
+                return
+            if event.version <= version:
+                continue  # already reflected by the snapshot (or a poll)
+            version = event.version
+            yield frame(wrap(event.result_json))
+            if event.final if ends is None else ends(event):
+                return
+    finally:
+        if stop_watch is not None:
+            stop_watch()
+        subscription.close()
+        seat.release()
+
+
+def _client_left(subscription: Subscription, seat: Seat) -> None:
+    """The client closed its connection: free the seat now, and end the stream (its next
+    write would only fail)."""
+    seat.release()
+    subscription.close("client left")

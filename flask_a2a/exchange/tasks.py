@@ -1,0 +1,744 @@
+"""TaskContext, and the one place that changes a task: save, then publish, then push.
+
+Every change of a task, whoever makes it (a run, a cancel, retention, a handed-off worker),
+goes through :meth:`TaskWriter.commit`: it encodes the event (refusing data JSON cannot hold,
+before anything is written), stores the new task naming the version it read, publishes the event
+with the version the write produced, and queues push deliveries.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import logging
+import re
+import threading
+import time
+import traceback
+import typing as t
+from datetime import UTC, datetime, timedelta
+
+from ..ops.log_fields import fields
+from ..protocol.errors import (
+    HandlerUsageError,
+    TaskCanceled,
+    TaskNotStored,
+    TaskSettled,
+    TaskTimedOut,
+    TaskVisibleError,
+    UnencodableDataError,
+)
+from ..protocol.jsonrpc import encode
+from ..protocol.model import (
+    Artifact,
+    Message,
+    Part,
+    Principal,
+    Role,
+    StreamEvent,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+    new_id,
+    utcnow,
+)
+from ..protocol.wire import dump_event
+from ..store.base import StaleTaskError, Store, TaskRecord
+from .bus import Bus, BusEvent
+
+if t.TYPE_CHECKING:
+    from .calls import HeaderLookup
+    from .router import Skill
+    from .runner import RunHandle, Timer
+
+log = logging.getLogger("flask_a2a")
+
+#: Follow-ups a run keeps for ``receive()`` before dropping the oldest (they stay in history).
+INBOX_LIMIT: t.Final = 256
+#: How often ``receive()`` re-checks the run while it waits (a thread run's cancel latency).
+_RECEIVE_SLICE: t.Final = 0.05
+#: A run's write that lost to follow-ups written first is built again over them this often.
+_MERGES: t.Final = 8
+
+#: C0 controls but tab, DEL and C1 controls; the bidi embeddings, overrides and isolates
+#: (U+202A-U+202E, U+2066-U+2069) and marks; the other invisible format characters (soft
+#: hyphen, zero-width characters, word joiners, line and paragraph separators, BOM, tags).
+#: Each can rewrite a terminal, forge a line, or make text read differently from what it is.
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def scrub(text: object) -> str:
+    """Text safe for a log line or a status message: control and format characters escaped
+    (``\\x1b``, ``\\u202e``), never raw."""
+    return _UNSAFE.sub(_escaped, str(text))
+
+
+def scrub_exception(exc: BaseException) -> str:
+    """``exc`` with its traceback, for a log line (``exc_info`` would print its text raw).
+
+    The frames keep their lines (scrubbed); every other line, an exception's own text above
+    all (it may quote the caller), is scrubbed onto one line, so it cannot forge a log line.
+    """
+    lines: list[str] = []
+    for chunk in traceback.TracebackException.from_exception(exc).format():
+        if chunk.startswith('  File "'):
+            lines.extend(scrub(line) for line in chunk.rstrip("\n").split("\n"))
+        elif chunk.strip():
+            lines.append(scrub(chunk.strip("\n")))
+    return "\n".join(lines)
+
+
+#: The caller's headers a run may re-enter the app with (entity skills), and nothing else.
+CREDENTIAL_HEADERS: t.Final = ("Cookie", "Authorization", "X-API-Key")
+
+
+def credential_headers(headers: HeaderLookup) -> dict[str, str]:
+    """The caller's credential headers, by their canonical names (werkzeug matches any case)."""
+    found = {name: headers.get(name) for name in CREDENTIAL_HEADERS}
+    return {name: str(value) for name, value in found.items() if value is not None}
+
+
+def _part_for(value: object) -> str:
+    """The Part that holds ``value``, as the fix a refusal names."""
+    if isinstance(value, str):
+        return "Part(text=...)"
+    if isinstance(value, bytes):
+        return "Part(raw=...)"
+    return "Part(data={...})" if isinstance(value, dict) else "Part(data=...)"
+
+
+def artifact_parts(parts: Part | t.Iterable[Part] | None) -> tuple[Part, ...]:
+    """``artifact()``'s parts: a Part or an iterable of Parts. A dict or a str would iterate
+    into its keys or characters, so anything else is refused naming what it got and the fix."""
+    if parts is None:
+        return ()
+    if isinstance(parts, Part):
+        return (parts,)
+    if isinstance(parts, str | bytes | dict) or not isinstance(parts, t.Iterable):
+        raise HandlerUsageError(
+            f"artifact() takes a list of flask_a2a.Part, got {type(parts).__name__}: "
+            f"use task.artifact([{_part_for(parts)}])"
+        )
+    chunk = tuple(parts)
+    for i, part in enumerate(chunk):
+        if not isinstance(part, Part):
+            raise HandlerUsageError(
+                f"artifact() takes a list of flask_a2a.Part, item {i} is a "
+                f"{type(part).__name__}: wrap it as {_part_for(part)}"
+            )
+    return chunk
+
+
+def returned_parts(value: object) -> tuple[Part, ...]:
+    """The parts a handler's return value stands for, the way a Flask view's return value is
+    its response: a str is a text part, bytes a raw part, a dict or a list holding no Part one
+    data part, a Part or a list of Parts those parts."""
+    if isinstance(value, Part):
+        return (value,)
+    if isinstance(value, str):
+        return (Part(text=value),)
+    if isinstance(value, bytes):
+        return (Part(raw=value),)
+    if isinstance(value, dict):
+        return (Part(data=value),)
+    if isinstance(value, list | tuple):
+        parts = tuple(item for item in value if isinstance(item, Part))
+        if parts and len(parts) == len(value):
+            return parts
+        if not parts and isinstance(value, list):
+            return (Part(data=value),)
+    kind = type(value).__name__
+    if isinstance(value, list | tuple) and any(isinstance(item, Part) for item in value):
+        kind = f"a {kind} mixing Part and other values"
+    raise HandlerUsageError(
+        f"the handler returned {kind}: return None, a str, bytes, a dict, a list of JSON "
+        "values, a flask_a2a.Part or a list of Parts (or call task.artifact())"
+    )
+
+
+@contextlib.contextmanager
+def storing(record: TaskRecord | None = None) -> t.Iterator[None]:
+    """A run's write: a store failure reaches the handler as :class:`TaskNotStored`, so the
+    driver's text (SQL, hosts) goes to the log only, never into a status message."""
+    try:
+        yield
+    except (StaleTaskError, UnencodableDataError):
+        raise
+    except Exception as exc:
+        extra = fields(record.task.id, record.skill) if record is not None else {}
+        log.error("a2a: writing a task failed: %s", scrub(repr(exc)), extra=extra)
+        raise TaskNotStored("the task could not be stored") from None
+
+
+def is_final(state: TaskState) -> bool:
+    """Terminal or interrupted: a run ends there, and so does a stream."""
+    return state.terminal or state.interrupted
+
+
+class TaskWriter:
+    """Stores a change, publishes it with its version, and hands it to push delivery."""
+
+    def __init__(
+        self,
+        store: Store,
+        bus: Bus,
+        *,
+        max_history: int,
+        on_final: t.Callable[[TaskRecord], None] | None = None,
+        on_event: t.Callable[[TaskRecord, BusEvent], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.bus = bus
+        self.max_history = max_history
+        self.on_final = on_final
+        self.on_event = on_event
+        #: Called after every stored write: the store answers again (``owed.py`` retries).
+        self.after_store: t.Callable[[], None] | None = None
+
+    def _prepare(self, task: Task, event: StreamEvent) -> tuple[Task, str]:
+        """The event's JSON and the task with its history bounded; refuses unencodable data."""
+        try:
+            result_json = encode(dump_event(event))
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise UnencodableDataError(f"task data cannot be JSON-encoded: {exc}") from None
+        if len(task.history) > self.max_history > 0:
+            task = task.evolve(history=task.history[-self.max_history :])
+        return task, result_json
+
+    def hold(self, record: TaskRecord, task: Task, event: StreamEvent) -> TaskRecord:
+        """Keep a change to a task not written yet in memory; its first :meth:`commit`
+        writes it. Nobody outside the run knows the task, so nobody misses the event."""
+        task, _ = self._prepare(task, event)
+        return record.evolve(task, 0)
+
+    def reveal(self, record: TaskRecord) -> TaskRecord:
+        """Write a held task as it stands and publish it whole: a deferred stream's first
+        event (the spec's task lifecycle stream begins with the Task)."""
+        stored = self.store.create_task(record)
+        if self.after_store is not None:
+            self.after_store()
+        result_json = encode(dump_event(stored.task))
+        self.bus.publish(BusEvent(stored.task.id, stored.version, stored.task, result_json, False))
+        return stored
+
+    def append(self, record: TaskRecord, message: Message) -> TaskRecord:
+        """Add a caller's follow-up to a running task's history: one write over ``record``'s
+        version (:class:`StaleTaskError` if it moved). No stream event and no push: the
+        spec's events are status and artifact updates; the message is in the task's history."""
+        task = record.task.evolve(history=record.task.history + (message,))
+        if len(task.history) > self.max_history > 0:
+            task = task.evolve(history=task.history[-self.max_history :])
+        stored = self.store.update_task(record.evolve(task, record.version), record.version)
+        if self.after_store is not None:
+            self.after_store()
+        return stored
+
+    def commit(self, record: TaskRecord, task: Task, event: StreamEvent) -> TaskRecord:
+        """Store ``task`` over ``record`` (optimistically) and publish ``event``.
+
+        A record of version 0 (not written yet) is created with ``task``. Raises
+        :class:`UnencodableDataError` before writing when the event cannot be encoded, and
+        :class:`StaleTaskError` when the row moved since ``record`` was read.
+        """
+        task, result_json = self._prepare(task, event)
+        first = record.version == 0
+        if first:  # nobody knew the task: no subscriber, no push config yet
+            new = self.store.create_task(record.evolve(task, 0))
+        else:
+            new = self.store.update_task(record.evolve(task, record.version), record.version)
+        if self.after_store is not None:
+            self.after_store()
+        final = is_final(task.status.state) and task.status.state is not record.state
+        bus_event = BusEvent(task.id, new.version, event, result_json, final)
+        self.bus.publish(bus_event)
+        # What follows a stored write must not undo it: push and retention are contained.
+        if self.on_event is not None and not first:
+            try:
+                self.on_event(new, bus_event)
+            except Exception as exc:
+                log.error(
+                    "a2a: push delivery panicked: %s", scrub(repr(exc)),
+                    extra=fields(task.id, new.skill),
+                )
+        if final and self.on_final is not None:
+            try:
+                self.on_final(new)
+            except Exception as exc:
+                log.error(
+                    "a2a: run finalize panicked: %s", scrub(repr(exc)),
+                    extra=fields(task.id, new.skill),
+                )
+        return new
+
+    def set_status(
+        self, record: TaskRecord, state: TaskState, message: Message | None = None
+    ) -> TaskRecord:
+        """Move the task to ``state`` (with an optional agent message kept in history)."""
+        task = record.task
+        status = TaskStatus(state, utcnow(), message)
+        history = task.history + (message,) if message is not None else task.history
+        new_task = task.evolve(status=status, history=history)
+        event = TaskStatusUpdateEvent(task.id, task.context_id, status)
+        return self.commit(record, new_task, event)
+
+    def settle(
+        self, record: TaskRecord, state: TaskState, text: str | None = None
+    ) -> TaskRecord:
+        """Move to ``state`` against the store, re-reading on conflicts; a terminal row wins.
+
+        Returns the stored record, which is terminal already if someone else settled first.
+        Raises :class:`StaleTaskError` (with ``current=None``) if the task is gone.
+        """
+        while not record.state.terminal:
+            message = (
+                Message.agent(text, context_id=record.task.context_id, task_id=record.task.id)
+                if text
+                else None
+            )
+            try:
+                return self.set_status(record, state, message)
+            except StaleTaskError as exc:
+                if exc.current is None:
+                    raise
+                record = exc.current
+        return record
+
+
+class Run:
+    """One handler run in this process: its cancel flags, deadline, timer and completion."""
+
+    def __init__(self, record: TaskRecord, timeout: float) -> None:
+        self.task_id = record.task.id
+        self.owner = record.owner
+        self.record = record
+        self.cancelled = False
+        self.timed_out = False
+        #: Set once the task reached a final state here or the run ended.
+        self.done = threading.Event()
+        #: Serializes this process's writes to the task, so bus order is version order.
+        self.lock = threading.RLock()
+        self.started = False
+        self.handed_off = False
+        #: The task (version 0, not written yet) must be written at its next change.
+        self.write_due = False
+        self.handle: RunHandle | None = None
+        self.timer: Timer | None = None
+        #: Writes a held task once ``A2A_BLOCKING_WRITE_DELAY`` has passed.
+        self.write_timer: Timer | None = None
+        self.deadline_mono = time.monotonic() + timeout if timeout > 0 else float("inf")
+        self.deadline: datetime | None = (
+            datetime.now(UTC) + timedelta(seconds=timeout) if timeout > 0 else None
+        )
+        #: A stream's task, held until the handler's first change shows it (``reveal``).
+        self.reveal = False
+        #: The handler answered with this message instead of the task (``reply()``).
+        self.reply: Message | None = None
+        #: Follow-ups the caller sent while the run runs, oldest first, for ``receive()``.
+        self.inbox: collections.deque[Message] = collections.deque(maxlen=INBOX_LIMIT)
+        self.inbox_ready = threading.Condition(threading.Lock())
+        #: The ids of the messages in the task's history the run knows of.
+        self._known = {message.message_id for message in record.task.history}
+
+    def adopt(self, record: TaskRecord) -> None:
+        """``record`` is newer than the run's (a follow-up written here or on another
+        replica): build on it from now on, and queue the caller's new messages."""
+        with self.lock:
+            if record.version <= self.record.version or self.done.is_set():
+                return
+            self.record = record
+            history = record.task.history
+            new = [m for m in history if m.role is Role.USER and m.message_id not in self._known]
+            self._known = {m.message_id for m in history}  # bounded by A2A_MAX_HISTORY
+        if new:
+            with self.inbox_ready:
+                if len(self.inbox) + len(new) > INBOX_LIMIT:
+                    log.warning("a2a: a run's unread follow-ups passed %d; oldest dropped",
+                                INBOX_LIMIT, extra=fields(self.task_id, record.skill))
+                self.inbox.extend(new)
+                self.inbox_ready.notify_all()
+
+
+class TaskMutations:
+    """The ways to change a task, shared by a run's TaskContext and a handed-off TaskUpdater.
+
+    Subclasses say how a change is committed (:meth:`_commit`) and where the task is read.
+    """
+
+    @property
+    def id(self) -> str:
+        return self.task.id
+
+    @property
+    def context_id(self) -> str:
+        return self.task.context_id
+
+    @property
+    def task(self) -> Task:
+        raise NotImplementedError
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        """Every message exchanged on this task so far, the current one last."""
+        return self.task.history
+
+    @property
+    def state(self) -> TaskState:
+        return self.task.status.state
+
+    def _commit(self, build: t.Callable[[Task], tuple[Task, StreamEvent | None]]) -> None:
+        raise NotImplementedError
+
+    def _set_status(self, state: TaskState, message: Message | None) -> None:
+        def build(task: Task) -> tuple[Task, StreamEvent | None]:
+            status = TaskStatus(state, utcnow(), message)
+            history = task.history + (message,) if message is not None else task.history
+            new = task.evolve(status=status, history=history)
+            return new, TaskStatusUpdateEvent(task.id, task.context_id, status)
+
+        self._commit(build)
+
+    def _agent_message(self, content: str | Message | None) -> Message | None:
+        if content is None:
+            return None
+        if isinstance(content, Message):
+            return dataclasses.replace(content, context_id=self.context_id, task_id=self.id)
+        return Message.agent(str(content), context_id=self.context_id, task_id=self.id)
+
+    def working(self, text: str | None = None) -> None:
+        """Mark the task WORKING. Idempotent: once working, nothing is written or published."""
+        if self.state is TaskState.WORKING and text is None:
+            self._commit(lambda task: (task, None))  # checks the run, writes nothing
+            return
+        self._set_status(TaskState.WORKING, self._agent_message(text))
+
+    def artifact(
+        self,
+        parts: Part | t.Iterable[Part] | None,
+        name: str | None = None,
+        artifact_id: str | None = None,
+        append: bool = False,
+        last_chunk: bool = False,
+        *,
+        description: str | None = None,
+        metadata: dict[str, t.Any] | None = None,
+    ) -> str:
+        """Add an artifact, or with ``append=True`` add parts to one already sent.
+
+        Returns the artifact id (pass it back with ``append=True`` to stream chunks).
+        """
+        chunk = artifact_parts(parts)
+        if append and artifact_id is None:
+            raise ValueError("append=True needs the artifact_id of the artifact to extend")
+        artifact_id = artifact_id or new_id()
+
+        def build(task: Task) -> tuple[Task, StreamEvent | None]:
+            delta = Artifact(artifact_id, chunk, name, description, metadata)
+            artifacts = list(task.artifacts)
+            for i, existing in enumerate(artifacts):
+                if existing.artifact_id == artifact_id:
+                    if append:
+                        artifacts[i] = dataclasses.replace(existing, parts=existing.parts + chunk)
+                    else:
+                        artifacts[i] = delta
+                    break
+            else:
+                artifacts.append(delta)
+            new = task.evolve(artifacts=tuple(artifacts))
+            event = TaskArtifactUpdateEvent(
+                task.id, task.context_id, delta, append=append, last_chunk=last_chunk
+            )
+            return new, event
+
+        self._commit(build)
+        return artifact_id
+
+    def complete(self, text_or_message: str | Message | None = None) -> None:
+        """Settle COMPLETED, with an optional agent message."""
+        self._set_status(TaskState.COMPLETED, self._agent_message(text_or_message))
+
+    def fail(self, text: str | Message) -> None:
+        """Settle FAILED: the work was attempted and did not succeed."""
+        self._set_status(TaskState.FAILED, self._agent_message(text))
+
+    def reject(self, text: str | Message) -> None:
+        """Settle REJECTED: the agent declines to do the work."""
+        self._set_status(TaskState.REJECTED, self._agent_message(text))
+
+    def require_input(self, text: str | Message) -> None:
+        """Pause for input; the next message carrying this task id resumes the handler."""
+        self._set_status(TaskState.INPUT_REQUIRED, self._agent_message(text))
+
+    def require_auth(self, text: str | Message) -> None:
+        """Pause for authentication; resumed like :meth:`require_input`."""
+        self._set_status(TaskState.AUTH_REQUIRED, self._agent_message(text))
+
+
+class TaskContext(TaskMutations):
+    """What a skill handler gets: the task, the caller, and the only ways to change the task.
+
+    Every mutation checks the run first: once it is canceled, past its deadline or settled,
+    mutations raise (:class:`TaskCanceled`, :class:`TaskTimedOut`, :class:`TaskSettled`) and
+    nothing is written. Returning from the handler without settling completes the task.
+    """
+
+    def __init__(
+        self,
+        writer: TaskWriter,
+        run: Run,
+        message: Message,
+        principal: Principal,
+        skill: Skill,
+        credentials: t.Mapping[str, str] | None = None,
+        *,
+        extensions: t.Iterable[str] = (),
+    ) -> None:
+        self._writer = writer
+        self._run = run
+        #: The card's extensions the request that started (or resumed) this run activated
+        #: with its ``A2A-Extensions`` header (``message.extensions`` is what the message
+        #: itself says it uses).
+        self.extensions: frozenset[str] = frozenset(extensions)
+        #: The caller's credential headers (``CREDENTIAL_HEADERS``) from the request that
+        #: started or resumed this run, for re-entering the app as the caller; never stored.
+        self.credentials: t.Mapping[str, str] = dict(credentials or {})
+        #: The message that started (or resumed) this run.
+        self.message = message
+        #: Who asked.
+        self.principal = principal
+        #: The skill being run.
+        self.skill = skill
+        self._settled = False
+        #: The handler changed the task (so it may no longer ``reply()``).
+        self._acted = False
+
+    @property
+    def task(self) -> Task:
+        """The task as last stored by this run."""
+        return self._run.record.task
+
+    @property
+    def cancelled(self) -> bool:
+        return self._run.cancelled
+
+    @property
+    def deadline(self) -> datetime | None:
+        """When this run times out (UTC); ``None`` when runs are unbounded."""
+        return self._run.deadline
+
+    @property
+    def settled(self) -> bool:
+        """The task reached a terminal or interrupted state (or was handed off) in this run."""
+        return self._settled
+
+    def check(self) -> None:
+        """Raise if this run may no longer change its task; call it in long loops."""
+        run = self._run
+        if run.cancelled:
+            raise TaskCanceled("task was canceled")
+        if run.timed_out or time.monotonic() > run.deadline_mono:
+            raise TaskTimedOut("task timed out")
+        if self._settled:
+            if run.reply is not None:
+                raise TaskSettled("the handler replied with a message: there is no task")
+            raise TaskSettled(f"task is already {self.state.value}")
+
+    def _commit(self, build: t.Callable[[Task], tuple[Task, StreamEvent | None]]) -> None:
+        run = self._run
+        with run.lock:
+            self.check()
+            for attempt in range(_MERGES + 1):
+                task, event = build(run.record.task)
+                if run.record.version == 0 and run.reveal:  # a stream's first change shows it
+                    with storing(run.record):
+                        run.record = self._writer.reveal(run.record)
+                if event is None:
+                    if run.record.version == 0 and run.write_due:  # e.g. hand_off() once WORKING
+                        with storing(run.record):
+                            run.record = self._writer.store.create_task(run.record)
+                    break
+                held = run.record.version == 0 and not run.write_due
+                if held and not is_final(task.status.state):
+                    run.record = self._writer.hold(run.record, task, event)
+                    break
+                try:
+                    with storing(run.record):
+                        run.record = self._writer.commit(run.record, task, event)
+                    break
+                except StaleTaskError as exc:
+                    current = exc.current
+                    if current is not None and not is_final(current.state) and attempt < _MERGES:
+                        run.adopt(current)  # a follow-up was written first: build over it
+                        continue
+                    # Someone else wrote the row: a cancel here or on another replica.
+                    if current is not None:
+                        run.record = current
+                    run.cancelled = True
+                    raise TaskCanceled("task was canceled") from None
+            self._acted = True
+            if is_final(run.record.state):
+                self._settled = True
+
+    def reply(
+        self, content: str | bytes | dict[str, t.Any] | list[t.Any] | Part | Message
+    ) -> Message:
+        """Answer the caller with a message instead of a task (a quick, stateless answer).
+
+        A blocking SendMessage answers ``{"message": ...}``, a stream sends that one message
+        and ends, and no task remains: it was never written, listed or pushed. ``content`` is
+        what a handler may return (a str, bytes, a dict, a list, a Part or Parts) or a Message
+        (its parts and metadata are kept). Returns the message sent.
+
+        Only as the handler's first action, while nobody has seen the task: raises
+        :class:`TaskVisibleError` once the handler changed it or the caller holds it
+        (``returnImmediately``, a resumed task, an inline push config, a run past
+        ``A2A_BLOCKING_WRITE_DELAY``); uncaught, that fails the task like any exception.
+        """
+        run = self._run
+        if isinstance(content, Message):
+            parts, metadata = content.parts, content.metadata
+        else:
+            try:
+                parts, metadata = returned_parts(content), None
+            except HandlerUsageError:
+                raise HandlerUsageError(
+                    f"reply() takes a str, bytes, a dict, a list of JSON values, a "
+                    f"flask_a2a.Part, a list of Parts or a Message, got {type(content).__name__}"
+                ) from None
+        with run.lock:
+            self.check()
+            if run.record.version != 0 or self._acted:
+                raise TaskVisibleError(
+                    "reply() must be the handler's first action, before the caller has the "
+                    "task: this one was already changed or sent (returnImmediately, a resumed "
+                    "task, an inline push config, or a run past A2A_BLOCKING_WRITE_DELAY); "
+                    "settle it with task.complete(text) instead"
+                )
+            message = Message(new_id(), Role.AGENT, parts, self.context_id, metadata=metadata)
+            try:
+                result_json = encode(dump_event(message))
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise UnencodableDataError(f"reply data cannot be JSON-encoded: {exc}") from None
+            run.reply = message
+            self._settled = True
+            if run.reveal:  # the stream waiting for its first event gets this one, and ends
+                self._writer.bus.publish(BusEvent(self.id, 1, message, result_json, True))
+        return message
+
+    def receive(self, timeout: float | None = None) -> Message | None:
+        """The next follow-up the caller sent to this task while it runs (a message naming its
+        ``taskId``), oldest first; ``None`` if none came within ``timeout`` seconds (``None``
+        waits for one). Raises like :meth:`check`, so a cancel or the deadline ends the wait.
+        The follow-ups are in :attr:`history` too."""
+        run = self._run
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.check()
+            with run.inbox_ready:
+                if run.inbox:
+                    return run.inbox.popleft()
+                left = _RECEIVE_SLICE
+                if deadline is not None:
+                    left = min(left, deadline - time.monotonic())
+                    if left <= 0:
+                        return None
+                run.inbox_ready.wait(left)  # sliced: a thread run learns of a cancel here
+
+    def returned(self, value: object) -> None:
+        """The handler returned ``value`` (not None): add it as an artifact named after the
+        skill; the run then completes the task. A task the handler settled (or handed off)
+        itself keeps what it has: the value is dropped, with a warning. The id ``artifact()``
+        returned (``lambda task: task.artifact(...)``) adds nothing."""
+        if isinstance(value, str) and any(a.artifact_id == value for a in self.task.artifacts):
+            return
+        if self._settled:
+            became = "a reply" if self._run.reply is not None else self.state.value
+            log.warning(
+                "a2a: skill %s returned a %s after its task became %s; the value is dropped",
+                self.skill.id, type(value).__name__, became,
+                extra=fields(self._run.task_id, self.skill.id),
+            )
+            return
+        self.artifact(returned_parts(value), name=self.skill.id)
+
+    def hand_off(self, text: str | None = None) -> None:
+        """Mark the task WORKING and hand it to work outside this run (a job queue, a thread).
+
+        The run ends without settling the task; the blocking SendMessage answers the WORKING
+        task. Code elsewhere continues it with ``A2A.task_updater(task_id)``: the task is
+        stored by the time this returns, so enqueue its job after calling this.
+        """
+        self._run.write_due = True
+        self.working(text)
+        self._settled = True
+        self._run.handed_off = True
+
+
+class TaskUpdater(TaskMutations):
+    """Continues a handed-off task from outside its run (a thread, a job-queue worker).
+
+    Each change re-reads the task, so a cancel (here or on another replica) is seen: once the
+    task is terminal, every change raises :class:`TaskCanceled` and nothing is written.
+    """
+
+    def __init__(
+        self,
+        writer: TaskWriter,
+        task_id: str,
+        context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext,
+    ) -> None:
+        self._writer = writer
+        self._task_id = task_id
+        #: Entered around each read and write (the Flask wiring: the app's context, pushed
+        #: only when the worker has none of that app active).
+        self._context = context
+        with context():
+            record = writer.store.get_task(task_id)
+        if record is None:
+            raise LookupError(f"no task {task_id!r}")
+        self._record = record
+
+    @property
+    def task(self) -> Task:
+        return self._record.task
+
+    def refresh(self) -> Task:
+        """Re-read the task from the store."""
+        with self._context():
+            record = self._writer.store.get_task(self._task_id)
+        if record is None:
+            raise TaskCanceled("task is gone")
+        self._record = record
+        return record.task
+
+    @property
+    def cancelled(self) -> bool:
+        return self.refresh().status.state is TaskState.CANCELED
+
+    def _commit(self, build: t.Callable[[Task], tuple[Task, StreamEvent | None]]) -> None:
+        with self._context():
+            for _ in range(16):
+                self.refresh()
+                if self._record.state.terminal:
+                    raise TaskCanceled(f"task is already {self._record.state.value}")
+                task, event = build(self._record.task)
+                if event is None:
+                    return
+                try:
+                    self._record = self._writer.commit(self._record, task, event)
+                    return
+                except StaleTaskError:
+                    continue
+        raise TaskCanceled("task kept changing under the updater")

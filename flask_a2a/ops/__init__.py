@@ -1,0 +1,2 @@
+"""Operations: telemetry spans, Prometheus metrics, log fields and the health report.
+"""

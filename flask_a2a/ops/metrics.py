@@ -1,0 +1,192 @@
+"""Prometheus metrics: runs, stream seats, run-cap refusals, push deliveries, store calls, trims.
+
+The ``prometheus`` extra (``prometheus_client``), imported on first use. The metrics live in
+``prometheus_client``'s default registry, once per process (the Prometheus norm: several apps in
+one process add to the same series). Labels are bounded: skill ids, states, operations, limits
+and reasons, never an owner or a task id.
+
+:data:`NOOP` is what every part of the exchange holds when the extra is missing or
+``A2A_METRICS`` is off: its methods do nothing. Under gunicorn with several workers set
+``PROMETHEUS_MULTIPROC_DIR`` (an empty directory) before gunicorn starts and put
+``from flask_a2a.gunicorn import child_exit`` in ``gunicorn.conf.py``; :func:`metrics_view`
+then sums every worker's samples (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import typing as t
+
+if t.TYPE_CHECKING:
+    from flask import Response
+
+    from ..protocol.model import TaskState
+
+#: Run durations, seconds: a quick echo to a long job.
+RUN_BUCKETS: t.Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+#: Store calls, seconds.
+STORE_BUCKETS: t.Final = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+)  # fmt: skip
+
+
+class Recorder:
+    """The no-op recorder (the extra missing, or ``A2A_METRICS`` off)."""
+
+    enabled = False
+
+    def run_started(self, skill: str) -> None:
+        pass
+
+    def run_settled(self, skill: str, state: TaskState, seconds: float) -> None:
+        pass
+
+    def run_refused(self, limit: str) -> None:
+        pass
+
+    def seat_taken(self) -> None:
+        pass
+
+    def seat_released(self) -> None:
+        pass
+
+    def seat_refused(self) -> None:
+        pass
+
+    def push_sent(self, ok: bool) -> None:
+        pass
+
+    def push_dropped(self, reason: str) -> None:
+        pass
+
+    def store_call(self, operation: str, seconds: float) -> None:
+        pass
+
+    def trimmed(self, kind: str, count: int) -> None:
+        pass
+
+
+NOOP: t.Final = Recorder()
+
+
+class PrometheusRecorder(Recorder):
+    """Records into ``prometheus_client``'s default registry (one per process)."""
+
+    enabled = True
+
+    def __init__(self) -> None:
+        from prometheus_client import Counter, Gauge, Histogram
+
+        self.runs_live = Gauge(
+            "a2a_runs_live", "Runs in flight", ["skill"], multiprocess_mode="livesum"
+        )
+        self.runs_started = Counter("a2a_runs_started", "Runs started", ["skill"])
+        self.runs_settled = Counter(
+            "a2a_runs_settled", "Runs ended, by the state their task reached", ["skill", "state"]
+        )
+        self.run_seconds = Histogram(
+            "a2a_run_duration_seconds", "Run duration", ["skill"], buckets=RUN_BUCKETS
+        )
+        self.run_refusals = Counter(
+            "a2a_run_refusals", "Runs refused at a cap (-32004)", ["limit"]
+        )
+        self.seats = Gauge(
+            "a2a_stream_seats_in_use", "Stream seats held", multiprocess_mode="livesum"
+        )
+        self.seat_refusals = Counter("a2a_stream_seat_refusals", "Streams refused (429)")
+        self.push = Counter("a2a_push_deliveries", "Push deliveries made", ["outcome"])
+        self.push_drops = Counter(
+            "a2a_push_dropped", "Push events dropped before delivery", ["reason"]
+        )
+        self.store_seconds = Histogram(
+            "a2a_store_call_seconds", "Store call latency", ["operation"], buckets=STORE_BUCKETS
+        )
+        self._store_children: dict[str, t.Any] = {}
+        self.trims = Counter(
+            "a2a_retention_trimmed_tasks", "Tasks removed or canceled by retention", ["kind"]
+        )
+
+    def run_started(self, skill: str) -> None:
+        self.runs_started.labels(skill).inc()
+        self.runs_live.labels(skill).inc()
+
+    def run_settled(self, skill: str, state: TaskState, seconds: float) -> None:
+        self.runs_live.labels(skill).dec()
+        self.runs_settled.labels(skill, state_label(state)).inc()
+        self.run_seconds.labels(skill).observe(seconds)
+
+    def run_refused(self, limit: str) -> None:
+        self.run_refusals.labels(limit).inc()
+
+    def seat_taken(self) -> None:
+        self.seats.inc()
+
+    def seat_released(self) -> None:
+        self.seats.dec()
+
+    def seat_refused(self) -> None:
+        self.seat_refusals.inc()
+
+    def push_sent(self, ok: bool) -> None:
+        self.push.labels("sent" if ok else "failed").inc()
+
+    def push_dropped(self, reason: str) -> None:
+        self.push_drops.labels(reason).inc()
+
+    def store_call(self, operation: str, seconds: float) -> None:
+        child = self._store_children.get(operation)
+        if child is None:  # a few operations: each child looked up once (labels() locks)
+            child = self._store_children[operation] = self.store_seconds.labels(operation)
+        child.observe(seconds)
+
+    def trimmed(self, kind: str, count: int) -> None:
+        if count:
+            self.trims.labels(kind).inc(count)
+
+
+def state_label(state: TaskState) -> str:
+    """``TASK_STATE_COMPLETED`` -> ``completed``."""
+    return state.name.lower()
+
+
+_made: PrometheusRecorder | None = None
+_lock = threading.Lock()
+
+
+def recorder(enabled: bool = True) -> Recorder:
+    """The process's recorder, or :data:`NOOP` when off or ``prometheus_client`` is missing."""
+    global _made
+    if not enabled:
+        return NOOP
+    if _made is None:
+        with _lock:
+            if _made is None:
+                try:
+                    _made = PrometheusRecorder()
+                except ImportError:
+                    return NOOP
+    return _made
+
+
+def exposition() -> tuple[bytes, str]:
+    """The metrics text and its content type: every worker's in multiprocess mode."""
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def metrics_view() -> Response:
+    """A Flask view answering the Prometheus text format; register it where the host wants,
+    behind its own auth if it chooses (docs/operations.md), or set ``A2A_METRICS_PATH``."""
+    from flask import Response
+
+    body, content_type = exposition()
+    return Response(body, 200, {"Content-Type": content_type, "Cache-Control": "no-store"})
+

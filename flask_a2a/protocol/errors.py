@@ -1,0 +1,282 @@
+"""JSON-RPC and A2A errors, one class per code.
+
+Each class carries its own ``code``, default ``message``, the ``google.rpc.ErrorInfo`` reason it
+reports and the HTTP status it is answered with (200 for every JSON-RPC-level error; the few
+refusals that happen before JSON-RPC exists use a real HTTP status). The code-to-class lookup is
+built by scanning the subclasses, so there is no second table to keep in step.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
+ERROR_DOMAIN = "a2a-protocol.org"
+
+
+class A2AError(Exception):
+    """Base class: a refusal answered as a JSON-RPC error object."""
+
+    #: JSON-RPC error code.
+    code: t.ClassVar[int] = -32603
+    #: Default human-readable message (the spec's wording, so clients can match on it).
+    message: str = "Internal error"
+    #: ``ErrorInfo.reason``; ``None`` sends no ``data`` at all.
+    reason: t.ClassVar[str | None] = None
+    #: HTTP status of the response that carries this error.
+    http_status: t.ClassVar[int] = 200
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        metadata: t.Mapping[str, str] | None = None,
+        field_violations: t.Sequence[tuple[str, str]] = (),
+    ) -> None:
+        if message is not None:
+            self.message = message
+        self.metadata = dict(metadata or {})
+        self.field_violations = list(field_violations)
+        super().__init__(self.message)
+
+    def data(self) -> list[dict[str, t.Any]] | None:
+        """The typed-details array of ``error.data``: ErrorInfo first, then BadRequest."""
+        if self.reason is None:
+            return None
+        details: list[dict[str, t.Any]] = [
+            {
+                "@type": ERROR_INFO_TYPE,
+                "reason": self.reason,
+                "domain": ERROR_DOMAIN,
+                "metadata": {k: str(v) for k, v in self.metadata.items()},
+            }
+        ]
+        if self.field_violations:
+            details.append(
+                {
+                    "@type": BAD_REQUEST_TYPE,
+                    "fieldViolations": [
+                        {"field": f, "description": d} for f, d in self.field_violations
+                    ],
+                }
+            )
+        return details
+
+    def to_dict(self) -> dict[str, t.Any]:
+        """The JSON-RPC ``error`` member."""
+        out: dict[str, t.Any] = {"code": self.code, "message": self.message}
+        data = self.data()
+        if data is not None:
+            out["data"] = data
+        return out
+
+
+class JSONParseError(A2AError):
+    code = -32700
+    message = "Invalid JSON payload"
+
+
+class InvalidRequestError(A2AError):
+    code = -32600
+    message = "Request payload validation error"
+    reason = "INVALID_REQUEST"
+
+
+class MethodNotFoundError(A2AError):
+    code = -32601
+    message = "Method not found"
+
+
+class InvalidParamsError(A2AError):
+    code = -32602
+    message = "Invalid parameters"
+    reason = "INVALID_PARAMS"
+
+
+class InternalError(A2AError):
+    code = -32603
+    message = "Internal error"
+    reason = "INTERNAL_ERROR"
+
+
+class TaskNotFoundError(A2AError):
+    code = -32001
+    message = "Task not found"
+    reason = "TASK_NOT_FOUND"
+
+
+class TaskNotCancelableError(A2AError):
+    code = -32002
+    message = "Task cannot be canceled"
+    reason = "TASK_NOT_CANCELABLE"
+
+
+class PushNotificationNotSupportedError(A2AError):
+    code = -32003
+    message = "Push notifications are not supported"
+    reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
+
+
+class UnsupportedOperationError(A2AError):
+    code = -32004
+    message = "This operation is not supported"
+    reason = "UNSUPPORTED_OPERATION"
+
+
+class ContentTypeNotSupportedError(A2AError):
+    code = -32005
+    message = "Incompatible content types"
+    reason = "CONTENT_TYPE_NOT_SUPPORTED"
+
+
+class InvalidAgentResponseError(A2AError):
+    code = -32006
+    message = "Invalid agent response"
+    reason = "INVALID_AGENT_RESPONSE"
+
+
+class ExtendedAgentCardNotConfiguredError(A2AError):
+    code = -32007
+    message = "Extended agent card is not configured"
+    reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
+
+
+class ExtensionSupportRequiredError(A2AError):
+    code = -32008
+    message = "Extension support is required"
+    reason = "EXTENSION_SUPPORT_REQUIRED"
+
+
+class VersionNotSupportedError(A2AError):
+    code = -32009
+    message = "Protocol version is not supported"
+    reason = "VERSION_NOT_SUPPORTED"
+
+
+class MalformedBodyError(A2AError):
+    """The body could not be read as HTTP: a bad chunked encoding, or a client that left
+    before sending all of it. Answered 400 (nobody may be there to read it)."""
+
+    code = -31400
+    message = "Malformed request body"
+    http_status = 400
+
+
+class UnauthenticatedError(A2AError):
+    """No principal: the caller resolved to no owner. There is no anonymous posture."""
+
+    code = -31401
+    message = "Authentication required"
+    reason = "UNAUTHENTICATED"
+    http_status = 401
+
+
+class ForbiddenOriginError(A2AError):
+    """A browser ``Origin`` naming another authority, refused before the body is read."""
+
+    code = -31403
+    message = "Origin not allowed"
+    reason = "FORBIDDEN_ORIGIN"
+    http_status = 403
+
+
+class MethodNotAllowedError(A2AError):
+    """Anything but POST on the endpoint (answered with ``Allow: POST``)."""
+
+    code = -31405
+    message = "Method not allowed; use POST"
+    http_status = 405
+
+
+class PayloadTooLargeError(A2AError):
+    """A body over the cap; it is never parsed nor dispatched."""
+
+    code = -31413
+    message = "Request body too large"
+    http_status = 413
+
+
+class StreamSeatsExhaustedError(A2AError):
+    """The owner holds every stream seat and the overflow policy is ``refuse``."""
+
+    code = -31429
+    message = "Too many open streams for this caller"
+    reason = "STREAM_SEATS_EXHAUSTED"
+    http_status = 429
+
+
+def _all_subclasses(cls: type[A2AError]) -> t.Iterator[type[A2AError]]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _all_subclasses(sub)
+
+
+def error_class_for_code(code: int) -> type[A2AError]:
+    """The class for a JSON-RPC error code (clients raise what the server sent)."""
+    for cls in _all_subclasses(A2AError):
+        if cls.code == code:
+            return cls
+    return A2AError
+
+
+def error_from_dict(error: t.Mapping[str, t.Any]) -> A2AError:
+    """Rebuild an error received over the wire: the inverse of :meth:`A2AError.to_dict`
+    (its class by code, its message, the ErrorInfo metadata and the field violations)."""
+    code = error.get("code")
+    cls = error_class_for_code(code) if isinstance(code, int) else A2AError
+    exc = cls(str(error.get("message", cls.message)))
+    details = error.get("data")
+    for detail in details if isinstance(details, list) else ():
+        if not isinstance(detail, dict):
+            continue
+        if detail.get("@type") == ERROR_INFO_TYPE and isinstance(detail.get("metadata"), dict):
+            exc.metadata = {str(k): str(v) for k, v in detail["metadata"].items()}
+        elif detail.get("@type") == BAD_REQUEST_TYPE:
+            exc.field_violations = [
+                (str(v.get("field", "")), str(v.get("description", "")))
+                for v in detail.get("fieldViolations") or ()
+                if isinstance(v, dict)
+            ]
+    return exc
+
+
+# Run-side signals: raised inside a handler by TaskContext, never sent over the wire.
+
+
+class TaskInterrupted(Exception):
+    """Base for the reasons a run must stop mutating its task."""
+
+
+class TaskCanceled(TaskInterrupted):
+    """The task was canceled (by a client, by shutdown or by another replica)."""
+
+
+class TaskTimedOut(TaskInterrupted):
+    """The run went past ``A2A_TASK_TIMEOUT``."""
+
+
+class TaskSettled(TaskInterrupted):
+    """The task already reached a terminal or interrupted state in this run."""
+
+
+class TaskVisibleError(RuntimeError):
+    """``reply()`` came too late: the caller already has the task (or the handler changed
+    it), so the answer must be the task; settle it instead (``task.complete(text)``)."""
+
+
+class HandlerUsageError(TypeError):
+    """A handler used the TaskContext wrongly (``artifact({...})``, an unusable return value).
+
+    The library wrote the message, naming the fix, so unlike a handler's own exception text
+    it is safe to show the caller as the task's status.
+    """
+
+
+class UnencodableDataError(ValueError):
+    """Handler data that cannot be JSON-encoded (NaN, functions, cycles)."""
+
+
+class TaskNotStored(Exception):
+    """A run's change of its task could not be written (the store failed; the details are
+    in the log, never in the task): a run that meets it settles FAILED "internal error"."""

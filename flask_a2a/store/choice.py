@@ -1,0 +1,267 @@
+"""Which store an app's exchange uses: chosen at first use, kept to one process if it lives in one.
+
+Flask extensions register in any order, and ``A2A(app)`` before ``SQLAlchemy(app)`` must still
+put tasks in the app's database. So with neither ``store=`` nor ``A2A_DATABASE_URL`` the choice
+between Flask-SQLAlchemy's engine and the memory store waits for the first store call (a request,
+a ``flask a2a`` command, an export or erase, ``A2A.task_updater``), made in the app context, or
+for the worker's boot under gunicorn. Every part of the exchange holds the one :class:`LazyStore`,
+so all of them see the same store; once chosen, its methods are cached on the proxy, so a call
+costs what it costs on the store itself. The choice is logged once:
+``flask_a2a: task store: SQLStore(postgresql, prefix a2a_)``.
+
+A store that lives in one process (the memory store, in-memory SQLite) refuses to serve when
+several processes do (``processes``), unless ``A2A_ALLOW_MEMORY_STORE_IN_WORKERS`` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import typing as t
+import weakref
+
+from ..ops.metrics import NOOP, Recorder
+from ..protocol.errors import InternalError
+from . import processes
+from .calls import observed
+from .memory import MemoryStore
+
+if t.TYPE_CHECKING:
+    from flask import Flask
+
+    from ..config import Settings
+    from .base import Store
+
+log = logging.getLogger("flask_a2a")
+
+
+class StoreRefused(RuntimeError):
+    """A store that lives in one process, in a server that runs several."""
+
+
+def describe(store: object) -> str:
+    """How the startup log line names a store: ``SQLStore(sqlite, prefix a2a_)``."""
+    if isinstance(store, MemoryStore):
+        return "MemoryStore"
+    dialect, prefix = getattr(store, "dialect", None), getattr(store, "table_prefix", None)
+    if dialect is not None and prefix is not None:
+        return f"{type(store).__name__}({dialect}, prefix {prefix})"
+    return type(store).__name__
+
+
+def process_local(store: object) -> str | None:
+    """What to call ``store`` if its tasks live in this process only, else None."""
+    if isinstance(store, MemoryStore):
+        return "the memory store"
+    sql = sys.modules.get("flask_a2a.store.sql")
+    if sql is not None and isinstance(store, sql.SQLStore) and store.dialect == "sqlite":
+        if store.engine.url.database in (None, "", ":memory:"):
+            return "an in-memory SQLite store"
+    return None
+
+
+class LazyStore:
+    """The exchange's store: chosen by ``choose()`` at its first use, then forwarded to.
+
+    :param allow_process_local: serve from a one-process store even in several processes.
+    :param metrics: times each store call (with a span per call when traces record).
+    """
+
+    def __init__(
+        self,
+        choose: t.Callable[[], Store],
+        *,
+        allow_process_local: bool,
+        metrics: Recorder = NOOP,
+    ) -> None:
+        self._choose = choose
+        self._metrics = metrics
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+        self._allow = allow_process_local
+        self._callbacks: list[t.Callable[[Store], None]] = []
+        #: Why several processes serve this app (None: one, as far as we know).
+        self._several: str | None = None
+        self._refusal_logged = False
+        processes.on_fork(self)
+
+    # -- choosing
+
+    def chosen(self) -> Store:
+        """The store, chosen now if it was not yet; :class:`StoreRefused` if it cannot serve."""
+        store = self.pick()
+        self._check(store)
+        return store
+
+    def pick(self) -> Store:
+        """Choose the store now (once; logged), without asking whether it can serve."""
+        store = self._store
+        if store is None:
+            with self._lock:
+                if self._store is None:
+                    made = self._choose()
+                    log.info("flask_a2a: task store: %s", describe(made))
+                    self._store = made
+                    for callback in self._callbacks:
+                        callback(made)
+                store = self._store
+        return store
+
+    def when_chosen(self, callback: t.Callable[[Store], None]) -> None:
+        """Call ``callback(store)`` once the store is chosen (now, if it is)."""
+        with self._lock:
+            if self._store is None:
+                self._callbacks.append(callback)
+                return
+        callback(self._store)
+
+    @property
+    def shared(self) -> bool:
+        """Other processes write the store; False until it is chosen (see ``when_chosen``)."""
+        return self._store is not None and bool(getattr(self._store, "shared", False))
+
+    def __getattr__(self, name: str) -> t.Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            store = self.chosen()
+        except StoreRefused as exc:
+            if not self._refusal_logged:
+                self._refusal_logged = True
+                log.error("%s", exc)
+            raise InternalError(
+                "Internal error: this server's task store cannot serve several worker "
+                "processes; its operator must configure a shared SQL store (see the server log)"
+            ) from None
+        value = getattr(store, name)
+        if getattr(value, "__self__", None) is store:  # a method of the store itself: from now
+            value = observed(name, value, self._metrics)  # on a plain attribute (timed and
+            self.__dict__[name] = value  # traced when they may record; a wrapper's dynamic)
+        return value
+
+    # -- processes
+
+    def serving(self, server: t.Any | None) -> None:
+        """Note the gunicorn server loading the app (``processes.gunicorn_server``)."""
+        if server is not None:
+            self._several = _gunicorn_reason(server)
+
+    def forked(self, parent_pid: int, server: t.Any | None) -> None:
+        """In a child forked after ``init_app``: check the store again at its next use."""
+        for name in [name for name in self.__dict__ if not name.startswith("_")]:
+            del self.__dict__[name]
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._refusal_logged = False
+        if server is not None:
+            self._several = _gunicorn_reason(server)
+        else:
+            self._several = (
+                f"this process (pid {os.getpid()}) was forked from pid {parent_pid} after "
+                "A2A.init_app, so several processes may serve it"
+            )
+
+    def _check(self, store: Store) -> None:
+        if self._several is None or self._allow:
+            return
+        what = process_local(store)
+        if what is None:
+            return
+        raise StoreRefused(
+            f"flask_a2a: {what} keeps tasks in one process, but {self._several}: a task made "
+            "in one process would be \"Task not found\" in the others. Configure a store they "
+            "share: set A2A_DATABASE_URL (PostgreSQL in production, e.g. "
+            "postgresql+psycopg://user@host/db) or register Flask-SQLAlchemy on the app; or run "
+            "one worker; or set A2A_ALLOW_MEMORY_STORE_IN_WORKERS = True if every request about "
+            "a task reaches the process that made it."
+        )
+
+
+def _gunicorn_reason(server: t.Any) -> str | None:
+    workers = processes.gunicorn_workers(server)
+    return f"this app runs in {workers} gunicorn workers" if workers > 1 else None
+
+
+def store_for(
+    app: Flask, settings: Settings, given: Store | None, metrics: Recorder = NOOP
+) -> LazyStore:
+    """The store of ``app``'s exchange: ``given``, else ``A2A_DATABASE_URL``'s (both chosen
+    now), else Flask-SQLAlchemy's engine or the memory store (chosen at first use)."""
+    eager = given is not None or bool(settings.database_url)
+    if given is not None:
+        store = given
+
+        def choose() -> Store:
+            return store
+    elif settings.database_url:
+
+        def choose() -> Store:
+            return _url_store(settings)
+    else:
+        app_ref = weakref.ref(app)
+
+        def choose() -> Store:
+            found = app_ref()
+            if found is None:
+                raise RuntimeError("the app of this exchange is gone")
+            return _app_store(found, settings)
+
+    lazy = LazyStore(
+        choose, allow_process_local=settings.allow_memory_store_in_workers, metrics=metrics
+    )
+    server = processes.gunicorn_server()
+    lazy.serving(server)
+    if eager:
+        lazy.pick()  # a bad URL or an unreachable database fails init_app
+    if server is not None:
+        app_ref = weakref.ref(app)
+
+        def boot_check(worker: t.Any) -> None:
+            # Only the app gunicorn serves fails the boot: another app the module built on
+            # the way (never served) would refuse at its first use instead.
+            if processes.served_app(worker) is app_ref():
+                lazy.chosen()
+
+        processes.before_gunicorn_serves(server, boot_check)
+    return lazy
+
+
+def chosen_store(store: Store) -> Store:
+    """The store behind a :class:`LazyStore` (chosen now if it was not yet)."""
+    return store.chosen() if isinstance(store, LazyStore) else store
+
+
+def _url_store(settings: Settings) -> Store:
+    from . import SQLStore  # the lazy import names the extra when a driver is missing
+    from .sql import engine_from_url
+
+    # Our own pool: its connections carry the store's settings.
+    engine = engine_from_url(
+        settings.database_url or "",
+        statement_timeout=settings.statement_timeout,
+        asynchronous_commit=settings.sql_asynchronous_commit,
+    )
+    return SQLStore(
+        engine,
+        statement_timeout=settings.statement_timeout,
+        asynchronous_commit=settings.sql_asynchronous_commit,
+        create_tables=settings.create_tables,
+    )
+
+
+def _app_store(app: Flask, settings: Settings) -> Store:
+    """Flask-SQLAlchemy's engine when it is registered on the app by now, else memory."""
+    sqlalchemy_ext = app.extensions.get("sqlalchemy")
+    if sqlalchemy_ext is None:
+        return MemoryStore()
+    from . import SQLStore
+
+    with app.app_context():  # Flask-SQLAlchemy 3 finds the app's engine through current_app
+        engine = sqlalchemy_ext.engine
+    return SQLStore(
+        engine,
+        statement_timeout=settings.statement_timeout,
+        asynchronous_commit=settings.sql_asynchronous_commit,
+        create_tables=settings.create_tables,
+    )

@@ -1,0 +1,175 @@
+"""The package's layering, checked on the import graph (docs/architecture.md gives the map).
+
+Each module's imports are read with ``ast`` (no import runs for the check itself). Imports under
+``if t.TYPE_CHECKING:`` are exempt: they only name types for mypy and run nothing. Imports inside
+a function count for the layering (they run), not for cycles (they run after every module has
+loaded).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "flask_a2a"
+
+#: Lowest first. A module imports only its own layer and the layers below; ``config`` (plain
+#: settings, imports nothing of the package) may be imported from anywhere.
+LAYERS: dict[str, int] = {
+    "protocol": 0,
+    "ops": 1,
+    "store": 2,
+    "exchange": 3,
+    "bindings": 4,
+    "push": 5,
+    "card": 5,
+    "entities": 5,
+    "fleet": 5,
+    "client": 5,
+}
+TOP = 6  # extension, cli, gunicorn, testing, the package's __init__ and the deprecated shims
+LEAVES = {"flask_a2a.config"}
+#: Layers that must run without Flask or Werkzeug (a server built by hand can use them).
+NO_FLASK = {"protocol", "exchange", "bindings"}
+#: Old paths kept for one release: each only re-exports its new module.
+SHIMS = {
+    "flask_a2a.crud": "flask_a2a.entities.crud",
+    "flask_a2a.errors": "flask_a2a.protocol.errors",
+    "flask_a2a.health": "flask_a2a.ops.health",
+    "flask_a2a.metrics": "flask_a2a.ops.metrics",
+    "flask_a2a.migrations": "flask_a2a.store.migrations",
+    "flask_a2a.model": "flask_a2a.protocol.model",
+    "flask_a2a.signing": "flask_a2a.card.signing",
+    "flask_a2a.tasks": "flask_a2a.exchange.tasks",
+    "flask_a2a.telemetry": "flask_a2a.ops.telemetry",
+}
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = ["flask_a2a", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    return "TYPE_CHECKING" in ast.unparse(test)
+
+
+def imports(name: str) -> list[tuple[str, bool]]:
+    """``(imported module, at module level)`` for each runtime import of module ``name``."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[tuple[str, bool]] = []
+
+    def walk(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and is_type_checking(child.test):
+                for other in child.orelse:
+                    walk_one(other, top)
+                continue
+            walk_one(child, top)
+
+    def walk_one(node: ast.AST, top: bool) -> None:
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, top) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            submodules = [f"{target}.{alias.name}" for alias in node.names]
+            if all(sub in MODULES for sub in submodules):  # ``from . import wire``: modules
+                found.extend((sub, top) for sub in submodules)
+            else:
+                found.append((target, top))
+        inner = top and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        walk(node, inner)
+
+    walk(ast.parse(path.read_text()), True)
+    return found
+
+
+def layer(name: str) -> tuple[str, int]:
+    parts = name.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS):
+        return parts[1], LAYERS.get(parts[1], TOP)
+    return "top", TOP
+
+
+def package_imports(name: str, module_level_only: bool = False) -> set[str]:
+    return {
+        target for target, top in imports(name)
+        if target.startswith("flask_a2a") and target in MODULES and (top or not module_level_only)
+    }
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_module_imports(name: str) -> None:
+    importlib.import_module(name)
+
+
+@pytest.mark.parametrize("name", sorted(set(MODULES) - LEAVES - set(SHIMS)))
+def test_a_module_imports_only_its_own_layer_and_below(name: str) -> None:
+    own, rank = layer(name)
+    wrong = sorted(
+        target for target in package_imports(name) - LEAVES
+        if layer(target)[1] > rank or (layer(target)[1] == rank and layer(target)[0] != own
+                                       and rank != LAYERS["push"])
+        if target != "flask_a2a"  # the package itself (its __version__)
+    )
+    assert wrong == [], f"{name} ({own}) imports from above its layer: {wrong}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if layer(n)[0] in NO_FLASK))
+def test_protocol_exchange_and_bindings_import_no_flask(name: str) -> None:
+    flask = sorted(
+        target for target, _ in imports(name) if target.split(".")[0] in ("flask", "werkzeug")
+    )
+    assert flask == [], f"{name} imports {flask}"
+
+
+def test_nothing_below_the_top_imports_the_extension_or_the_cli() -> None:
+    top = {"flask_a2a.extension", "flask_a2a.cli", "flask_a2a.testing", "flask_a2a.gunicorn"}
+    wrong = sorted(
+        (name, target)
+        for name in MODULES if layer(name)[1] < TOP
+        for target in package_imports(name) & (top | set(SHIMS))
+    )
+    assert wrong == []
+
+
+@pytest.mark.parametrize("old", sorted(SHIMS))
+def test_an_old_path_only_re_exports_its_new_module(old: str) -> None:
+    assert package_imports(old) == {SHIMS[old]}
+    new = importlib.import_module(SHIMS[old])
+    shim = importlib.import_module(old)
+    public = [n for n in vars(new) if not n.startswith("_") and getattr(new, n).__class__ is not
+              type(importlib)]
+    assert [n for n in public if getattr(shim, n, None) is not getattr(new, n)] == []
+
+
+def test_no_import_cycles_at_module_level() -> None:
+    graph = {name: package_imports(name, module_level_only=True) - {name} for name in MODULES}
+    done: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            cycles.append([*path[path.index(name):], name])
+            return
+        if name in done:
+            return
+        for target in sorted(graph[name]):
+            visit(target, [*path, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
+    assert cycles == []
