@@ -38,9 +38,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flask_a2a import A2A, AgentCard, AgentExtension, Part, Skill, TaskContext
-from flask_a2a.errors import error_class_for_code
-from flask_a2a.model import TaskState
-from flask_a2a.runner import ThreadRunner
+from flask_a2a.exchange.runner import ThreadRunner
+from flask_a2a.protocol.errors import error_class_for_code
+from flask_a2a.protocol.model import TaskState
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import TOKENS as PRINCIPALS
