@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from flask import Flask
 
-from flask_a2a import Part, Skill, TaskContext, wire
+from flask_a2a import Part, Skill, TaskContext
+from flask_a2a.protocol import wire
 from flask_a2a.protocol.errors import InvalidParamsError
 from flask_a2a.protocol.model import (
     Artifact,
