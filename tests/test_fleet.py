@@ -80,6 +80,11 @@ def chunks(events: list[t.Any]) -> list[str]:
     ]
 
 
+def working(replica: Replica, task_id: str) -> bool:
+    return bool(replica.rpc("GetTask", {"id": task_id})["result"]["status"]["state"]
+                == "TASK_STATE_WORKING")
+
+
 def bus_live(replica: Replica) -> bool:
     return bool(requests.get(f"{replica.url}/test/bus", timeout=5).json()["live"])
 
@@ -90,8 +95,7 @@ def test_subscribers_on_two_other_replicas_get_every_chunk_and_the_same_sequence
     a, b, c = fleet.start(3)
     task_id = a.start("paced")
     # Both snapshots hold the WORKING task, so both streams start from the same state.
-    assert wait_for(lambda: a.rpc("GetTask", {"id": task_id})["result"]["status"]["state"]
-                    == "TASK_STATE_WORKING")
+    assert wait_for(lambda: working(a, task_id))
     on_b, on_c = subscribe(b, task_id), subscribe(c, task_id)
     step(a, task_id, 10)
     seen_b, seen_c = on_b.rest(), on_c.rest()
@@ -136,6 +140,7 @@ def test_redis_killed_mid_stream_falls_back_to_polling_and_resumes_after_restart
                "FLASK_A2A_REDIS_TIMEOUT": "0.2"}  # fmt: skip
         a, b = fleet.start(2, **env)
         task_id = a.start("paced")
+        assert wait_for(lambda: working(a, task_id))  # the snapshot holds WORKING: no event for it
         on_b = subscribe(b, task_id)
         step(a, task_id)
         assert chunks([on_b.next()]) == ["chunk 0"]  # per event, through Redis
@@ -216,6 +221,7 @@ def test_a_worker_killed_mid_run_leaves_its_task_working_until_canceled(fleet: F
     a, b = fleet.start(2, FLASK_A2A_FLEET_LIMITS="true",
                        FLASK_A2A_MAX_CONCURRENT_RUNS_PER_OWNER="1")  # fmt: skip
     task_id = a.start("sleepy")
+    assert wait_for(lambda: working(a, task_id))  # its handler runs (and wrote WORKING)
     on_b = subscribe(b, task_id)
     (worker,) = workers_of(a)
     os.kill(worker, signal.SIGKILL)
