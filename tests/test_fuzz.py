@@ -13,7 +13,7 @@ hook are well-behaved, so whatever the request, the answer must be:
 The suite runs a fixed, derandomized number of examples. A longer run, bounded in count and
 time (docs/security.md):
 
-    A2A_FUZZ_EXAMPLES=20000 A2A_FUZZ_SECONDS=900 \\
+    A2A_FUZZ_EXAMPLES=20000 A2A_FUZZ_SECONDS=600 \\
         python -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py
 """
 
@@ -49,8 +49,10 @@ from tests.conftest import token_principal, wait_for
 EXAMPLES = int(os.environ.get("A2A_FUZZ_EXAMPLES") or 0)
 SECONDS = float(os.environ.get("A2A_FUZZ_SECONDS") or 0)
 LONG = EXAMPLES > 0
-#: pytest-timeout per property: the suite's 300 s, or the long run's budget and a margin.
-TIMEOUT = (SECONDS + 300 if SECONDS else 0) if LONG else 300
+#: The long run goes in rounds of ROUND examples (a fresh seed each): past the time budget a
+#: round is skipped before it draws anything.
+ROUND: t.Final = min(EXAMPLES, 1000)
+ROUNDS: t.Final = range(-(-EXAMPLES // ROUND) if LONG else 1)
 
 OWNERS: t.Final = ("alice", "bob")
 EXTENSION: t.Final = "https://example.com/ext/geo/v1"
@@ -81,9 +83,10 @@ _F = t.TypeVar("_F", bound=t.Callable[..., t.Any])
 
 
 def fuzz_settings(examples: int) -> t.Callable[[_F], _F]:
-    """``examples`` derandomized in the suite; ``A2A_FUZZ_EXAMPLES`` random ones when set."""
+    """``examples`` derandomized in the suite; rounds of random ones when
+    ``A2A_FUZZ_EXAMPLES`` is set."""
     return settings(
-        max_examples=EXAMPLES or examples,
+        max_examples=ROUND if LONG else examples,
         derandomize=not LONG,
         database=None,
         deadline=None,
@@ -221,6 +224,11 @@ class Harness:
         """``A2A_FUZZ_SECONDS`` spent on ``test``: its remaining examples send nothing."""
         started = self.budgets.setdefault(test, time.monotonic())
         return SECONDS > 0 and time.monotonic() - started > SECONDS
+
+    def next_round(self, test: str) -> None:
+        """Skip a long run's round once ``test`` has spent its time."""
+        if self.out_of_time(test):
+            pytest.skip(f"A2A_FUZZ_SECONDS={SECONDS:g} spent")
 
     # -- sending and checking
 
@@ -771,20 +779,42 @@ def run_structured(harness: Harness, data: st.DataObject) -> None:
     harness.send(body, hdrs, expected_id=expected_id, id_known=id_known, rpc_method=method)
 
 
-@pytest.mark.timeout(TIMEOUT)
+@pytest.fixture
+def memory_round(memory: Harness) -> Harness:
+    memory.next_round("structured")
+    return memory
+
+
+@pytest.fixture
+def sqlite_round(sqlite: Harness) -> Harness:
+    sqlite.next_round("structured")
+    return sqlite
+
+
+@pytest.fixture
+def raw_round(memory: Harness) -> Harness:
+    memory.next_round("raw")
+    return memory
+
+
+@pytest.mark.parametrize("round_", ROUNDS)
 @fuzz_settings(200)
 @given(data=st.data())
-def test_structured_requests_memory(memory: Harness, data: st.DataObject) -> None:
+def test_structured_requests_memory(
+    memory_round: Harness, round_: int, data: st.DataObject
+) -> None:
     """Near-valid requests to every method, on the memory store."""
-    run_structured(memory, data)
+    run_structured(memory_round, data)
 
 
-@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("round_", ROUNDS)
 @fuzz_settings(60)
 @given(data=st.data())
-def test_structured_requests_sqlite(sqlite: Harness, data: st.DataObject) -> None:
+def test_structured_requests_sqlite(
+    sqlite_round: Harness, round_: int, data: st.DataObject
+) -> None:
     """The same requests on the SQL store (SQLite)."""
-    run_structured(sqlite, data)
+    run_structured(sqlite_round, data)
 
 
 @st.composite
@@ -823,11 +853,12 @@ def lenient_read(body: bytes) -> tuple[t.Any, bool, str | None]:
     return None, False, method
 
 
-@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("round_", ROUNDS)
 @fuzz_settings(200)
 @given(data=st.data())
-def test_raw_bodies_and_headers(memory: Harness, data: st.DataObject) -> None:
+def test_raw_bodies_and_headers(raw_round: Harness, round_: int, data: st.DataObject) -> None:
     """Bytes that are no JSON-RPC request, under odd headers and HTTP methods."""
+    memory = raw_round
     body = data.draw(raw_bodies())
     hdrs = data.draw(headers(odd=True))
     http_method = data.draw(st.sampled_from(["POST"] * 6 + ["GET", "PUT", "DELETE", "OPTIONS"]))
