@@ -268,7 +268,10 @@ def check_answer(
 ) -> bool:
     """Assert the answer is valid JSON-RPC; True when it is a refusal."""
     status = response.status_code
-    text = response.get_data(as_text=True)
+    if response.mimetype == "text/event-stream":
+        text = read_stream(response)
+    else:
+        text = response.get_data(as_text=True)
     assert status < 500, (status, text[:500])
     if status == 204:  # a CORS preflight the Origin gate let through
         assert text == ""
@@ -318,6 +321,22 @@ def check_envelope(
         assert doc["id"] is None or type(doc["id"]) in (str, int), doc
     stats[f"code {code}"] += 1
     return True
+
+
+def read_stream(response: t.Any) -> str:
+    """A stream's frames to its end, or to its first keep-alive after an event: a stream that
+    idles is waiting on a paused task (a subscribe may stay open for what comes of the pause).
+    Closing the response ends the stream and frees its seat."""
+    frames: list[str] = []
+    try:
+        for chunk in response.response:  # the app's iterator, frame by frame
+            frame = chunk.decode() if isinstance(chunk, bytes) else str(chunk)
+            frames.append(frame)
+            if frame.startswith(":") and any("data:" in f for f in frames):
+                break
+    finally:
+        response.close()
+    return "".join(frames)
 
 
 def sse_events(text: str) -> list[t.Any]:
