@@ -15,14 +15,16 @@ import typing as t
 from urllib.parse import urlsplit
 
 from ..config import Settings
-from ..exchange.calls import HTTPRequest, Reply
+from ..exchange.calls import Call, HTTPRequest, Method, Reply
 from ..exchange.tasks import scrub, scrub_exception
+from ..ops import telemetry
 from ..protocol.errors import (
     A2AError,
     ContentTypeNotSupportedError,
     ForbiddenOriginError,
     InternalError,
     MalformedBodyError,
+    MethodNotFoundError,
     PayloadTooLargeError,
     UnauthenticatedError,
     VersionNotSupportedError,
@@ -39,6 +41,31 @@ JSON_HEADERS: t.Final = (
 )
 CONTENT_TYPES: t.Final = frozenset({"application/json", "application/a2a+json"})
 _VERSION = re.compile(r"^1(\.\d+){0,2}$")
+
+
+def admit(
+    http: HTTPRequest, methods: t.Mapping[str, Method], name: str
+) -> tuple[Principal, Method]:
+    """What every binding checks once it knows the method's name, in this order: the caller
+    (401 / -31401), the ``A2A-Version`` (-32009), the method itself (-32601)."""
+    principal = authenticate(http)
+    check_version(http)
+    method = methods.get(name)
+    if method is None:
+        raise MethodNotFoundError(f"Method not found: {scrub(name)[:100]}")
+    return principal, method
+
+
+def invoke(method: Method, name: str, call: Call) -> t.Any:
+    """Run the exchange method inside its ``a2a.<name>`` span (named after ``call.binding``)."""
+    with telemetry.exchange_span(name, _SPAN_BINDING[call.binding]) as span:
+        result = method(call)
+        telemetry.note_result(span, result)
+    return result
+
+
+#: ``Call.binding`` -> the binding a span names (the A2A ``protocolBinding`` spelling, lowered).
+_SPAN_BINDING: t.Final = {"jsonrpc": "jsonrpc", "rest": "http+json"}
 
 
 def authenticate(http: HTTPRequest) -> Principal:

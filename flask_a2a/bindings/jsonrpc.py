@@ -14,24 +14,21 @@ from ..config import Settings
 from ..exchange.calls import Call, HTTPRequest, Method, Reply
 from ..exchange.streams import HEADERS as SSE_HEADERS
 from ..exchange.streams import frame
-from ..exchange.tasks import scrub
-from ..ops import telemetry
 from ..protocol import jsonrpc
 from ..protocol.errors import (
     A2AError,
     MethodNotAllowedError,
-    MethodNotFoundError,
     UnauthenticatedError,
 )
 from ..protocol.extensions import Activation
 from .checks import (
     JSON_HEADERS,
-    authenticate,
+    admit,
     check_content_type,
     check_origin,
-    check_version,
     finish,
     internal_error,
+    invoke,
     preflight,
     read_body,
 )
@@ -66,17 +63,12 @@ def handle(
             request_id = exc.request_id
             raise exc.error from None
         request_id = request.id
-        principal = authenticate(http)
-        check_version(http)
-        method = methods.get(request.method)
-        if method is None:
-            raise MethodNotFoundError(f"Method not found: {scrub(request.method)[:100]}")
+        principal, method = admit(http, methods, request.method)
         stream = request.method in streaming
         if extensions is not None:  # -32008 here: before the method writes anything
             activated = extensions.activate(http.headers, request.method)
-        with telemetry.exchange_span(request.method, "jsonrpc") as span:
-            result = method(Call(request.id, request.params, principal, http, activated))
-            telemetry.note_result(span, result)
+        call = Call(request.id, request.params, principal, http, activated)
+        result = invoke(method, request.method, call)
         reply = result if isinstance(result, Reply) else Reply(
             200, list(JSON_HEADERS), jsonrpc.success(request.id, result)
         )

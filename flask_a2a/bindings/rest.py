@@ -17,7 +17,6 @@ import typing as t
 from ..config import Settings
 from ..exchange.calls import Call, HTTPRequest, Method, Reply
 from ..exchange.tasks import scrub
-from ..ops import telemetry
 from ..protocol import jsonrpc
 from ..protocol.errors import (
     ERROR_DOMAIN,
@@ -46,12 +45,12 @@ from ..protocol.errors import (
 )
 from ..protocol.extensions import Activation
 from .checks import (
-    authenticate,
+    admit,
     check_content_type,
     check_origin,
-    check_version,
     finish,
     internal_error,
+    invoke,
     preflight,
     read_body,
 )
@@ -230,16 +229,11 @@ def handle(
         else:
             params = body_params(http, settings, route.body)
         params.update(route.path_params)
-        principal = authenticate(http)
-        check_version(http)
-        method = methods.get(route.method)
-        if method is None:
-            raise MethodNotFoundError(f"Method not found: {route.method}")
+        principal, method = admit(http, methods, route.method)
         if extensions is not None:  # -32008 here: before the method writes anything
             activated = extensions.activate(http.headers, route.method)
-        with telemetry.exchange_span(route.method, "http+json") as span:
-            result = method(Call(None, params, principal, http, activated, binding="rest"))
-            telemetry.note_result(span, result)
+        call = Call(None, params, principal, http, activated, binding="rest")
+        result = invoke(method, route.method, call)
         if isinstance(result, Reply):  # a stream: its events are bare StreamResponses
             reply = result
         else:  # DeleteTaskPushNotificationConfig answers google.protobuf.Empty: {}
