@@ -440,16 +440,15 @@ class SQLStore:
         self._insert = self.tasks.insert()
         self._get = sa.select(self.tasks).where(c.id == sa.bindparam("task_id"))
         self._get_owned = self._get.where(c.owner == sa.bindparam("owner"))
+        #: What an update writes (the rest of the row is the task's creation-time fields).
+        changes: dict[str, t.Any] = {
+            name: sa.bindparam(f"new_{name}")
+            for name in ("body", "version", "state", "status_ts", "skill")
+        }
         self._update = (
             self.tasks.update()
             .where(c.id == sa.bindparam("task_id"), c.version == sa.bindparam("expected"))
-            .values(
-                body=sa.bindparam("new_body"),
-                version=sa.bindparam("new_version"),
-                state=sa.bindparam("new_state"),
-                status_ts=sa.bindparam("new_status_ts"),
-                skill=sa.bindparam("new_skill"),
-            )
+            .values(**changes)
             .returning(c.owner, c.tenant, c.scopes, c.created_at)
         )
         #: MySQL has no UPDATE ... RETURNING: the caller's creation-time fields are checked in
@@ -463,13 +462,7 @@ class SQLStore:
                 c.scopes.is_not_distinct_from(sa.bindparam("was_scopes")),
                 c.created_at == sa.bindparam("was_created_at"),
             )
-            .values(
-                body=sa.bindparam("new_body"),
-                version=sa.bindparam("new_version"),
-                state=sa.bindparam("new_state"),
-                status_ts=sa.bindparam("new_status_ts"),
-                skill=sa.bindparam("new_skill"),
-            )
+            .values(**changes)
         )  # fmt: skip
         self._delete_one = self.tasks.delete().where(c.id == sa.bindparam("doomed"))
         self._trims: dict[tuple[bool, bool], t.Any] = {}
