@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import typing as t
-import uuid
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from flask import Flask
 
 from flask_a2a.testing import A2ATestClient
 from tests import legacy_app
-from tests.conftest import pg_url, wait_for
+from tests.conftest import wait_for
 from tests.live_server import LiveGunicorn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,23 +159,12 @@ def test_csrf_protect_leaves_the_exchange_to_its_origin_gate(app: Flask) -> None
 # ---------------------------------------------------------------- gunicorn -k gevent -w 2
 
 
-@pytest.fixture
-def pg_database(pg_engine: t.Any) -> t.Iterator[str]:
-    """A fresh PostgreSQL database for one legacy app, dropped afterwards."""
-    name = f"legacy_{uuid.uuid4().hex[:12]}"
-    admin = pg_engine.execution_options(isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    yield pg_url().rsplit("/", 1)[0] + "/" + name
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
 @pytest.mark.live
 @pytest.mark.postgres
 def test_two_gevent_workers_on_postgresql_serve_one_exchange(
-    pg_database: str, monkeypatch: pytest.MonkeyPatch
+    new_pg_database: t.Callable[[], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    pg_database = new_pg_database()
     monkeypatch.setenv("LEGACY_DATABASE_URL", pg_database)
     seeded = legacy_app.create_app()  # the schema and the users, once, before the workers
     with seeded.app_context():
