@@ -61,6 +61,8 @@ class A2AState:
         self.settings = exchange.settings
         self.principal_hook = principal
         self.card = card
+        #: Flask-WTF's CSRFProtect exempts the exchange views (done once it is registered).
+        self.csrf_exempted = False
         #: The entity tools (None without entities); set by ``init_app``.
         self.entities: EntityRegistry | None = None
         #: Seals push secrets at rest (the memory store keeps them as given, in memory).
@@ -233,7 +235,7 @@ class A2A:
         app.extensions["a2a"] = state
         self._states[app] = state
         app.register_blueprint(_blueprint(settings, state.cards))
-        _exempt_from_csrf(app)  # CSRFProtect registered before A2A
+        state.csrf_exempted = _exempt_from_csrf(app)  # CSRFProtect registered before A2A
         app.before_request(_exempt_from_csrf_hook)  # ... or after: this runs before its check
         state.cards.guard_agent_role(app)
         _register_exit(exchange)
@@ -343,7 +345,7 @@ def _register_exit(exchange: Exchange) -> None:
     _LIVE.add(exchange)
 
 
-def _exempt_from_csrf(app: Flask) -> None:
+def _exempt_from_csrf(app: Flask) -> bool:
     """Exempt the exchange view from Flask-WTF's ``CSRFProtect`` when the app has one.
 
     The exchange is no form endpoint: its Origin gate (a cross-site browser POST is refused
@@ -351,15 +353,19 @@ def _exempt_from_csrf(app: Flask) -> None:
     carry no CSRF token. Only this view is exempted; the app's own routes stay checked.
     """
     exempt = getattr(app.extensions.get("csrf"), "exempt", None)
-    if exempt is not None:
-        exempt(_exchange_view)
-        exempt(_rest_view)
+    if exempt is None:
+        return False
+    exempt(_exchange_view)
+    exempt(_rest_view)
+    return True
 
 
 def _exempt_from_csrf_hook() -> None:
     """Registered by ``init_app``, so it runs before the check of a ``CSRFProtect`` set up
-    later (before-request hooks run in registration order)."""
-    _exempt_from_csrf(current_app)
+    later (before-request hooks run in registration order); once done, it only reads a flag."""
+    state = _state()
+    if not state.csrf_exempted:
+        state.csrf_exempted = _exempt_from_csrf(current_app)
 
 
 def _app_context(app: Flask) -> t.ContextManager[object]:
