@@ -25,10 +25,11 @@ from .exchange.methods import Exchange
 from .exchange.replicas import ReplicaWatch, is_shared
 from .exchange.router import Skill
 from .exchange.runner import Runner, default_runner
-from .exchange.tasks import TaskUpdater, scrub
+from .exchange.tasks import TaskUpdater
 from .ops.metrics import metrics_view, recorder
 from .protocol.extensions import declared_extensions
 from .protocol.model import Principal
+from .protocol.scrub import scrub
 from .push.secrets import PushSecrets
 from .push.webhooks import PushSender
 from .store.base import Store

@@ -14,7 +14,7 @@ import pytest
 from flask import Flask
 
 from flask_a2a import Part, Skill, TaskContext
-from flask_a2a.exchange.tasks import scrub, scrub_exception
+from flask_a2a.protocol.scrub import scrub, scrub_exception
 from flask_a2a.testing import A2ATestClient
 
 pytestmark = pytest.mark.usefixtures("binding")

@@ -16,7 +16,6 @@ from urllib.parse import urlsplit
 
 from ..config import Settings
 from ..exchange.calls import Call, HTTPRequest, Method, Reply
-from ..exchange.tasks import scrub, scrub_exception
 from ..ops import telemetry
 from ..protocol.errors import (
     A2AError,
@@ -32,6 +31,7 @@ from ..protocol.errors import (
 from ..protocol.extensions import HEADER as EXTENSIONS_HEADER
 from ..protocol.limits import check_principal
 from ..protocol.model import Principal
+from ..protocol.scrub import scrub, scrub_exception
 
 log = logging.getLogger("flask_a2a")
 

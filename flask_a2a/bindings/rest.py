@@ -16,7 +16,6 @@ import typing as t
 
 from ..config import Settings
 from ..exchange.calls import Call, HTTPRequest, Method, Reply
-from ..exchange.tasks import scrub
 from ..protocol import jsonrpc
 from ..protocol.errors import (
     ERROR_DOMAIN,
@@ -44,6 +43,7 @@ from ..protocol.errors import (
     VersionNotSupportedError,
 )
 from ..protocol.extensions import Activation
+from ..protocol.scrub import scrub
 from .checks import (
     admit,
     check_content_type,

@@ -26,9 +26,9 @@ from flask.testing import EnvironBuilder
 from marshmallow import RAISE, Schema, ValidationError
 
 from ..exchange.router import Skill
-from ..exchange.tasks import scrub
 from ..ops.log_fields import fields
 from ..protocol.model import Part, Principal
+from ..protocol.scrub import scrub
 from .toolschema import SchemaFacts, walk
 
 if t.TYPE_CHECKING:

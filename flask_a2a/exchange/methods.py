@@ -40,6 +40,7 @@ from ..protocol.model import (
     TaskStatusUpdateEvent,
 )
 from ..protocol.params import read_send_params
+from ..protocol.scrub import scrub
 from ..store.base import ListQuery, Store, TaskRecord
 from ..store.memory import matches, page_of
 from .bus import Bus, BusEvent, BusHooks
@@ -57,7 +58,6 @@ from .tasks import (
     TaskWriter,
     credential_headers,
     is_final,
-    scrub,
 )
 
 log = logging.getLogger("flask_a2a")

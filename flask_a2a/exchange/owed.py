@@ -17,8 +17,9 @@ import typing as t
 
 from ..ops.log_fields import fields
 from ..protocol.model import TaskState
+from ..protocol.scrub import scrub
 from ..store.base import StaleTaskError
-from .tasks import TaskWriter, scrub
+from .tasks import TaskWriter
 
 if t.TYPE_CHECKING:
     from .runner import Runner, Timer

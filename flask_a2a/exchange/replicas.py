@@ -19,8 +19,9 @@ from ..ops.log_fields import fields
 from ..protocol import jsonrpc, wire
 from ..protocol.errors import TaskCanceled
 from ..protocol.model import TaskState, TaskStatusUpdateEvent
+from ..protocol.scrub import scrub
 from .bus import Bus, BusEvent
-from .tasks import Run, is_final, scrub
+from .tasks import Run, is_final
 
 if t.TYPE_CHECKING:
     from ..store.base import TaskRecord

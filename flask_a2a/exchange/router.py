@@ -14,7 +14,7 @@ import json
 import typing as t
 
 from ..protocol.model import Message
-from .tasks import scrub
+from ..protocol.scrub import scrub
 
 if t.TYPE_CHECKING:
     from .tasks import TaskContext

@@ -44,13 +44,14 @@ from ..protocol.model import (
     new_id,
     utcnow,
 )
+from ..protocol.scrub import scrub, scrub_exception
 from ..store.base import StaleTaskError, Store, TaskRecord
 from .bus import Bus, Subscription
 from .owed import INTERNAL_ERROR, OwedSettles
 from .retention import Retention
 from .router import Skill, route
 from .runner import Runner, RunSlots
-from .tasks import Run, TaskContext, TaskWriter, is_final, scrub, scrub_exception
+from .tasks import Run, TaskContext, TaskWriter, is_final
 
 if t.TYPE_CHECKING:
     from .replicas import ReplicaWatch

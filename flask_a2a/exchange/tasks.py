@@ -12,10 +12,8 @@ import collections
 import contextlib
 import dataclasses
 import logging
-import re
 import threading
 import time
-import traceback
 import typing as t
 from datetime import UTC, datetime, timedelta
 
@@ -45,6 +43,10 @@ from ..protocol.model import (
     new_id,
     utcnow,
 )
+
+# Re-exported: ``flask_a2a.tasks`` (the old path) still names them.
+from ..protocol.scrub import scrub as scrub
+from ..protocol.scrub import scrub_exception as scrub_exception
 from ..protocol.wire import dump_event
 from ..store.base import StaleTaskError, Store, TaskRecord
 from .bus import Bus, BusEvent
@@ -62,44 +64,6 @@ INBOX_LIMIT: t.Final = 256
 _RECEIVE_SLICE: t.Final = 0.05
 #: A run's write that lost to follow-ups written first is built again over them this often.
 _MERGES: t.Final = 8
-
-#: C0 controls but tab, DEL and C1 controls; the bidi embeddings, overrides and isolates
-#: (U+202A-U+202E, U+2066-U+2069) and marks; the other invisible format characters (soft
-#: hyphen, zero-width characters, word joiners, line and paragraph separators, BOM, tags).
-#: Each can rewrite a terminal, forge a line, or make text read differently from what it is.
-_UNSAFE = re.compile(
-    "[\x00-\x08\x0a-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
-    "\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
-)
-
-
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def scrub(text: object) -> str:
-    """Text safe for a log line or a status message: control and format characters escaped
-    (``\\x1b``, ``\\u202e``), never raw."""
-    return _UNSAFE.sub(_escaped, str(text))
-
-
-def scrub_exception(exc: BaseException) -> str:
-    """``exc`` with its traceback, for a log line (``exc_info`` would print its text raw).
-
-    The frames keep their lines (scrubbed); every other line, an exception's own text above
-    all (it may quote the caller), is scrubbed onto one line, so it cannot forge a log line.
-    """
-    lines: list[str] = []
-    for chunk in traceback.TracebackException.from_exception(exc).format():
-        if chunk.startswith('  File "'):
-            lines.extend(scrub(line) for line in chunk.rstrip("\n").split("\n"))
-        elif chunk.strip():
-            lines.append(scrub(chunk.strip("\n")))
-    return "\n".join(lines)
-
 
 #: The caller's headers a run may re-enter the app with (entity skills), and nothing else.
 CREDENTIAL_HEADERS: t.Final = ("Cookie", "Authorization", "X-API-Key")

@@ -39,7 +39,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ..exchange.bus import Bus, BusEvent, BusHooks, Subscription
-from ..exchange.tasks import scrub
+from ..protocol.scrub import scrub
 
 if t.TYPE_CHECKING:
     from ..config import Settings

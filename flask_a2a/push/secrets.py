@@ -24,9 +24,9 @@ import threading
 import typing as t
 
 from ..config import ConfigError
-from ..exchange.tasks import scrub
 from ..ops.log_fields import fields
 from ..protocol.model import AuthenticationInfo, PushConfig
+from ..protocol.scrub import scrub
 from ..protocol.wire import dump_push_config, push_config_from_wire
 
 if t.TYPE_CHECKING:

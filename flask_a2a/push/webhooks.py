@@ -30,13 +30,13 @@ from urllib.parse import urlsplit
 import requests
 
 from ..exchange.bus import BusEvent
-from ..exchange.tasks import scrub
 from ..ops import telemetry
 from ..ops.log_fields import fields
 from ..ops.metrics import NOOP, Recorder
 from ..protocol.errors import InvalidParamsError
 from ..protocol.jsonrpc import encode
 from ..protocol.model import PushConfig, new_id
+from ..protocol.scrub import scrub
 from ..protocol.wire import dump_task
 from ..store.base import Store, TaskRecord
 from . import ssrf
