@@ -52,13 +52,8 @@ from .runner import Runner
 from .runs import Runs, visible_record
 from .streams import HEADERS as SSE_HEADERS
 from .streams import Seats, relay
-from .tasks import (
-    Run,
-    TaskUpdater,
-    TaskWriter,
-    credential_headers,
-    is_final,
-)
+from .tasks import Run, TaskUpdater, credential_headers
+from .writer import TaskWriter, is_final
 
 log = logging.getLogger("flask_a2a")
 

@@ -19,7 +19,7 @@ from ..ops.log_fields import fields
 from ..protocol.model import TaskState
 from ..protocol.scrub import scrub
 from ..store.base import StaleTaskError
-from .tasks import TaskWriter
+from .writer import TaskWriter
 
 if t.TYPE_CHECKING:
     from .runner import Runner, Timer

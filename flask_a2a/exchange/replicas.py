@@ -21,7 +21,8 @@ from ..protocol.errors import TaskCanceled
 from ..protocol.model import TaskState, TaskStatusUpdateEvent
 from ..protocol.scrub import scrub
 from .bus import Bus, BusEvent
-from .tasks import Run, is_final
+from .tasks import Run
+from .writer import is_final
 
 if t.TYPE_CHECKING:
     from ..store.base import TaskRecord

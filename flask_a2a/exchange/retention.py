@@ -15,7 +15,7 @@ from ..ops.metrics import recorder
 from ..protocol.model import INTERRUPTED_STATES, TERMINAL_STATES, TaskState, Tier
 from ..store.base import ListQuery, StaleTaskError, Store, TaskRecord
 from ..store.rounds import RoundFailed, Rounds
-from .tasks import TaskWriter
+from .writer import TaskWriter
 
 
 class Retention:

@@ -51,7 +51,8 @@ from .owed import INTERNAL_ERROR, OwedSettles
 from .retention import Retention
 from .router import Skill, route
 from .runner import Runner, RunSlots
-from .tasks import Run, TaskContext, TaskWriter, is_final
+from .tasks import Run, TaskContext
+from .writer import TaskWriter, is_final
 
 if t.TYPE_CHECKING:
     from .replicas import ReplicaWatch

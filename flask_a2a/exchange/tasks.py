@@ -1,9 +1,7 @@
-"""TaskContext, and the one place that changes a task: save, then publish, then push.
+"""What a handler holds: :class:`TaskContext` (in a run) and :class:`TaskUpdater` (outside one).
 
-Every change of a task, whoever makes it (a run, a cancel, retention, a handed-off worker),
-goes through :meth:`TaskWriter.commit`: it encodes the event (refusing data JSON cannot hold,
-before anything is written), stores the new task naming the version it read, publishes the event
-with the version the write produced, and queues push deliveries.
+Each change they make goes through the one writer of tasks, :class:`~.writer.TaskWriter`
+(``exchange/writer.py``): stored with its version, then published, then pushed.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from ..ops.log_fields import fields
 from ..protocol.errors import (
     HandlerUsageError,
     TaskCanceled,
-    TaskNotStored,
     TaskSettled,
     TaskTimedOut,
     TaskVisibleError,
@@ -48,13 +45,18 @@ from ..protocol.model import (
 from ..protocol.scrub import scrub as scrub
 from ..protocol.scrub import scrub_exception as scrub_exception
 from ..protocol.wire import dump_event
-from ..store.base import StaleTaskError, Store, TaskRecord
-from .bus import Bus, BusEvent
+from ..store.base import StaleTaskError, TaskRecord
+from .bus import BusEvent
 
 if t.TYPE_CHECKING:
     from .calls import HeaderLookup
     from .router import Skill
     from .runner import RunHandle, Timer
+
+# Re-exported: ``flask_a2a.tasks`` (the old path) still names them.
+from .writer import TaskWriter as TaskWriter
+from .writer import is_final as is_final
+from .writer import storing as storing
 
 log = logging.getLogger("flask_a2a")
 
@@ -131,154 +133,6 @@ def returned_parts(value: object) -> tuple[Part, ...]:
         f"the handler returned {kind}: return None, a str, bytes, a dict, a list of JSON "
         "values, a flask_a2a.Part or a list of Parts (or call task.artifact())"
     )
-
-
-@contextlib.contextmanager
-def storing(record: TaskRecord | None = None) -> t.Iterator[None]:
-    """A run's write: a store failure reaches the handler as :class:`TaskNotStored`, so the
-    driver's text (SQL, hosts) goes to the log only, never into a status message."""
-    try:
-        yield
-    except (StaleTaskError, UnencodableDataError):
-        raise
-    except Exception as exc:
-        extra = fields(record.task.id, record.skill) if record is not None else {}
-        log.error("a2a: writing a task failed: %s", scrub(repr(exc)), extra=extra)
-        raise TaskNotStored("the task could not be stored") from None
-
-
-def is_final(state: TaskState) -> bool:
-    """Terminal or interrupted: a run ends there, and so does a stream."""
-    return state.terminal or state.interrupted
-
-
-class TaskWriter:
-    """Stores a change, publishes it with its version, and hands it to push delivery."""
-
-    def __init__(
-        self,
-        store: Store,
-        bus: Bus,
-        *,
-        max_history: int,
-        on_final: t.Callable[[TaskRecord], None] | None = None,
-        on_event: t.Callable[[TaskRecord, BusEvent], None] | None = None,
-    ) -> None:
-        self.store = store
-        self.bus = bus
-        self.max_history = max_history
-        self.on_final = on_final
-        self.on_event = on_event
-        #: Called after every stored write: the store answers again (``owed.py`` retries).
-        self.after_store: t.Callable[[], None] | None = None
-
-    def _prepare(self, task: Task, event: StreamEvent) -> tuple[Task, str]:
-        """The event's JSON and the task with its history bounded; refuses unencodable data."""
-        try:
-            result_json = encode(dump_event(event))
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise UnencodableDataError(f"task data cannot be JSON-encoded: {exc}") from None
-        if len(task.history) > self.max_history > 0:
-            task = task.evolve(history=task.history[-self.max_history :])
-        return task, result_json
-
-    def hold(self, record: TaskRecord, task: Task, event: StreamEvent) -> TaskRecord:
-        """Keep a change to a task not written yet in memory; its first :meth:`commit`
-        writes it. Nobody outside the run knows the task, so nobody misses the event."""
-        task, _ = self._prepare(task, event)
-        return record.evolve(task, 0)
-
-    def reveal(self, record: TaskRecord) -> TaskRecord:
-        """Write a held task as it stands and publish it whole: a deferred stream's first
-        event (the spec's task lifecycle stream begins with the Task)."""
-        stored = self.store.create_task(record)
-        if self.after_store is not None:
-            self.after_store()
-        result_json = encode(dump_event(stored.task))
-        self.bus.publish(BusEvent(stored.task.id, stored.version, stored.task, result_json, False))
-        return stored
-
-    def append(self, record: TaskRecord, message: Message) -> TaskRecord:
-        """Add a caller's follow-up to a running task's history: one write over ``record``'s
-        version (:class:`StaleTaskError` if it moved). No stream event and no push: the
-        spec's events are status and artifact updates; the message is in the task's history."""
-        task = record.task.evolve(history=record.task.history + (message,))
-        if len(task.history) > self.max_history > 0:
-            task = task.evolve(history=task.history[-self.max_history :])
-        stored = self.store.update_task(record.evolve(task, record.version), record.version)
-        if self.after_store is not None:
-            self.after_store()
-        return stored
-
-    def commit(self, record: TaskRecord, task: Task, event: StreamEvent) -> TaskRecord:
-        """Store ``task`` over ``record`` (optimistically) and publish ``event``.
-
-        A record of version 0 (not written yet) is created with ``task``. Raises
-        :class:`UnencodableDataError` before writing when the event cannot be encoded, and
-        :class:`StaleTaskError` when the row moved since ``record`` was read.
-        """
-        task, result_json = self._prepare(task, event)
-        first = record.version == 0
-        if first:  # nobody knew the task: no subscriber, no push config yet
-            new = self.store.create_task(record.evolve(task, 0))
-        else:
-            new = self.store.update_task(record.evolve(task, record.version), record.version)
-        if self.after_store is not None:
-            self.after_store()
-        final = is_final(task.status.state) and task.status.state is not record.state
-        bus_event = BusEvent(task.id, new.version, event, result_json, final)
-        self.bus.publish(bus_event)
-        # What follows a stored write must not undo it: push and retention are contained.
-        if self.on_event is not None and not first:
-            try:
-                self.on_event(new, bus_event)
-            except Exception as exc:
-                log.error(
-                    "a2a: push delivery panicked: %s", scrub(repr(exc)),
-                    extra=fields(task.id, new.skill),
-                )
-        if final and self.on_final is not None:
-            try:
-                self.on_final(new)
-            except Exception as exc:
-                log.error(
-                    "a2a: run finalize panicked: %s", scrub(repr(exc)),
-                    extra=fields(task.id, new.skill),
-                )
-        return new
-
-    def set_status(
-        self, record: TaskRecord, state: TaskState, message: Message | None = None
-    ) -> TaskRecord:
-        """Move the task to ``state`` (with an optional agent message kept in history)."""
-        task = record.task
-        status = TaskStatus(state, utcnow(), message)
-        history = task.history + (message,) if message is not None else task.history
-        new_task = task.evolve(status=status, history=history)
-        event = TaskStatusUpdateEvent(task.id, task.context_id, status)
-        return self.commit(record, new_task, event)
-
-    def settle(
-        self, record: TaskRecord, state: TaskState, text: str | None = None
-    ) -> TaskRecord:
-        """Move to ``state`` against the store, re-reading on conflicts; a terminal row wins.
-
-        Returns the stored record, which is terminal already if someone else settled first.
-        Raises :class:`StaleTaskError` (with ``current=None``) if the task is gone.
-        """
-        while not record.state.terminal:
-            message = (
-                Message.agent(text, context_id=record.task.context_id, task_id=record.task.id)
-                if text
-                else None
-            )
-            try:
-                return self.set_status(record, state, message)
-            except StaleTaskError as exc:
-                if exc.current is None:
-                    raise
-                record = exc.current
-        return record
 
 
 class Run:
