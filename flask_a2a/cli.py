@@ -35,9 +35,8 @@ from .protocol.model import (
     Tier,
 )
 from .push.secrets import ROTATE_BATCH, rotate_sql_store
-from .store.base import ListQuery, TaskRecord
+from .store.base import ListQuery, TaskRecord, holds_nothing_at_rest
 from .store.choice import chosen_store
-from .store.memory import MemoryStore
 
 a2a_cli = AppGroup("a2a", help="Inspect and maintain the A2A task exchange; call A2A agents.")
 
@@ -248,7 +247,7 @@ def rotate_push_secrets_command(batch_size: int) -> None:
 
     state = _state()
     store = chosen_store(state.exchange.store)
-    if isinstance(store, MemoryStore):
+    if holds_nothing_at_rest(store):
         click.echo("the memory store keeps push secrets in process memory only: nothing to rotate")
         return
     if state.push_secrets is None or not state.push_secrets.sealing:

@@ -32,9 +32,8 @@ from .protocol.model import Principal
 from .protocol.scrub import scrub
 from .push.secrets import PushSecrets
 from .push.webhooks import PushSender
-from .store.base import Store
+from .store.base import Store, holds_nothing_at_rest
 from .store.choice import chosen_store, store_for
-from .store.memory import MemoryStore
 
 if t.TYPE_CHECKING:
     import requests
@@ -188,7 +187,7 @@ class A2A:
         # The memory store keeps push secrets in process memory only: nothing is at rest.
         secrets = PushSecrets(
             settings.push_secret_key,
-            plaintext=lambda: isinstance(chosen_store(store), MemoryStore),
+            plaintext=lambda: holds_nothing_at_rest(chosen_store(store)),
         )
         runner = self._runner if self._runner is not None else default_runner(
             settings.run_pool_size

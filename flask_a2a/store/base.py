@@ -95,6 +95,12 @@ class StaleTaskError(Exception):
         self.current = current
 
 
+def holds_nothing_at_rest(store: object) -> bool:
+    """The store lives in process memory only (declares ``in_memory = True``): nothing a
+    stolen disk or database could reveal."""
+    return bool(getattr(store, "in_memory", False))
+
+
 class Store(t.Protocol):
     """What the exchange needs from a task store."""
 
@@ -102,6 +108,8 @@ class Store(t.Protocol):
     filters_scope: bool
     #: The store filters ListTasks by tenant in its query (else the server walks).
     filters_tenant: bool
+    # Optional: ``in_memory = True`` for a store that keeps nothing at rest (push secrets are
+    # then not sealed; read with ``holds_nothing_at_rest``).
 
     def create_task(self, record: TaskRecord) -> TaskRecord:
         """Store a new task as version 1, whatever version ``record`` carries (a run's held

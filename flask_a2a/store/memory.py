@@ -70,6 +70,8 @@ class MemoryStore:
 
     filters_scope = True
     filters_tenant = True
+    #: Nothing at rest: push secrets are kept as given (``store.base.holds_nothing_at_rest``).
+    in_memory = True
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
