@@ -234,10 +234,11 @@ class Exchange:
         message, config = self._message_params(call)
         record, run, _ = self.runs.start(
             message, call.principal, config, credentials=credential_headers(call.http.headers),
-            extensions=call.extensions,
+            extensions=call.extensions, here=True,
         )
         history_length = config.get("history_length")
         if run is not None and not config.get("return_immediately"):
+            self.runs.run_here(run)  # a blocking send runs its handler in its own greenlet
             run.done.wait()
             if run.reply is not None:  # the handler answered with a message: no task remains
                 return {"message": wire.dump_message(run.reply)}

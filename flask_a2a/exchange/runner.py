@@ -7,6 +7,7 @@ queueing, so the exchange can answer -32004 before it writes anything.
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import itertools
 import threading
@@ -41,6 +42,21 @@ class Runner(t.Protocol):
 
     def spawn(self, fn: t.Callable[[], None]) -> None:
         """Background housekeeping outside the bounded pool (timers' work, pollers)."""
+
+    # Optional: ``here() -> HereHandle`` runs a run in the calling greenlet (a blocking send
+    # waits for its run anyway). Only a runner that can cut a run where it stands offers it
+    # (GeventRunner): a thread cannot be cut, so a blocking send on threads must keep waiting
+    # on the run's end from outside, to answer at the deadline or a cancel all the same.
+
+
+class HereHandle(t.Protocol):
+    """A run in the caller's own greenlet, in a slot taken by ``reserve``."""
+
+    def kill(self, exc: type[BaseException]) -> None: ...
+
+    def run(self, fn: t.Callable[[], None]) -> None:
+        """Run ``fn`` here, in an empty ``contextvars`` context (as a fresh greenlet would:
+        the request's context is not the run's), then give the slot back."""
 
 
 class _ThreadHandle:
@@ -149,6 +165,11 @@ class GeventRunner:
         self._reserved -= 1
         return _GreenletHandle(self._pool.spawn(fn))
 
+    def here(self) -> HereHandle:
+        """The calling greenlet runs the run; its slot stays reserved until it ends, so the
+        pool's bound counts it like a spawned one."""
+        return _GreenletHere(self.unreserve)
+
     def call_later(self, delay: float, fn: t.Callable[[], None]) -> Timer:
         """A loop timer that spawns ``fn`` only when it fires (most are canceled first)."""
         import gevent
@@ -172,6 +193,37 @@ class _GreenletHandle:
 
     def cancel(self) -> None:
         self._greenlet.kill(block=False)
+
+
+class _GreenletHere:
+    """A run in the request's own greenlet: no greenlet to spawn and switch to, no event to
+    wait on. A cut is thrown into the greenlet only while it is inside the run: checked in the
+    hub, when the greenlet is parked at one of its switch points, so a cut that arrives after
+    the run ended never reaches the request's own code (its answer, its socket writes)."""
+
+    def __init__(self, unreserve: t.Callable[[], None]) -> None:
+        import gevent
+
+        self._unreserve = unreserve
+        self._greenlet = gevent.getcurrent()
+        self._loop = gevent.get_hub().loop
+        self._inside = False
+
+    def run(self, fn: t.Callable[[], None]) -> None:
+        self._inside = True
+        try:
+            contextvars.Context().run(fn)
+        finally:
+            self._inside = False
+            self._unreserve()
+
+    def kill(self, exc: type[BaseException]) -> None:
+        if self._inside:
+            self._loop.run_callback(self._throw, exc)
+
+    def _throw(self, exc: type[BaseException]) -> None:
+        if self._inside and not self._greenlet.dead:
+            self._greenlet.throw(exc)
 
 
 class _LoopTimer:

@@ -140,18 +140,22 @@ class Runs:
         subscribe: bool = False,
         credentials: t.Mapping[str, str] | None = None,
         extensions: t.Iterable[str] = (),
+        here: bool = False,
     ) -> Started:
         """Create (or resume) the task and start its run.
 
         Every refusal happens before anything is written. With ``subscribe`` the bus
         subscription is taken before the run starts, so a stream misses no event.
         ``credentials`` (the caller's credential headers) go to the run, never to the store;
-        so do ``extensions`` (those the request activated).
+        so do ``extensions`` (those the request activated). With ``here`` (a blocking send,
+        which waits for its run anyway) the run is only prepared: the caller runs it in its own
+        greenlet or thread with :meth:`run_here`.
         """
         self._check_push_config(config)
         if message.task_id:
             return self._resume(
-                message, principal, config, subscribe, credentials, extensions=extensions
+                message, principal, config, subscribe, credentials, extensions=extensions,
+                here=here,
             )
         routed = route(message, self.skills)
         task_id, context_id = new_id(), message.context_id or new_id()
@@ -195,7 +199,7 @@ class Runs:
             raise
         return self._launch(
             record, message, principal, skill, subscribe, credentials, extensions=extensions,
-            detached=bool(config.get("return_immediately")),
+            detached=bool(config.get("return_immediately")), here=here,
         )
 
     def _launch(
@@ -209,12 +213,14 @@ class Runs:
         *,
         extensions: t.Iterable[str] = (),
         detached: bool = False,
+        here: bool = False,
     ) -> Started:
         # Subscribed before the run starts, so a stream misses no event.
         subscription = self.bus.subscribe(record.task.id) if subscribe else None
         run = self.launch(
             record, message, principal, skill, credentials, extensions=extensions,
             reveal=subscribe and record.version == 0, detached=detached,
+            here=here and not subscribe and not detached,
         )
         return Started(record, run, subscription)
 
@@ -237,6 +243,7 @@ class Runs:
         credentials: t.Mapping[str, str] | None = None,
         *,
         extensions: t.Iterable[str] = (),
+        here: bool = False,
     ) -> Started:
         assert message.task_id is not None
         telemetry.annotate(message.task_id)
@@ -279,7 +286,7 @@ class Runs:
         self._register_inline_push(record, config)
         return self._launch(
             record, message, principal, skill, subscribe, credentials, extensions=extensions,
-            detached=bool(config.get("return_immediately")),
+            detached=bool(config.get("return_immediately")), here=here,
         )
 
     def _follow_up(
@@ -408,12 +415,14 @@ class Runs:
         extensions: t.Iterable[str] = (),
         reveal: bool = False,
         detached: bool = False,
+        here: bool = False,
     ) -> Run:
         """Start the handler on ``record`` (its slots claimed). A record of version 0 is held:
         written when the run settles, or after ``A2A_BLOCKING_WRITE_DELAY``; with ``reveal``
         (a stream's) at the handler's first change already, and published whole.
         ``detached``: the request answers before the run ends (its span then starts a trace
-        of its own, linked to the request's)."""
+        of its own, linked to the request's). ``here``: prepared to run in the caller's
+        greenlet or thread (:meth:`run_here`) when the runner can, else started as usual."""
         run = Run(record, self.settings.task_timeout)
         run.reveal = reveal
         context = TaskContext(
@@ -432,10 +441,29 @@ class Runs:
                 self.settings.blocking_write_delay, lambda: self._write_held(run)
             )
         parent = telemetry.capture()  # the request's trace context, for the run's span
-        run.handle = self.runner.start(
-            lambda: self._execute(run, context, skill, parent, detached)
-        )
+
+        def body() -> None:
+            self._execute(run, context, skill, parent, detached)
+
+        where = getattr(self.runner, "here", None) if here else None
+        if where is not None:
+            handle = where()
+            run.handle = handle
+            run.body = lambda: handle.run(body)
+        else:
+            run.handle = self.runner.start(body)
         return run
+
+    @staticmethod
+    def run_here(run: Run) -> None:
+        """Run a run prepared with ``here`` in this greenlet, to its end (a no-op
+        for a run the runner started elsewhere). A cut (cancel, deadline) lands inside it."""
+        body, run.body = run.body, None
+        if body is not None:
+            try:
+                body()
+            except TaskInterrupted:
+                pass  # a cut that landed between the handler's end and the run's
 
     def _execute(
         self, run: Run, context: TaskContext, skill: Skill, parent: t.Any, detached: bool

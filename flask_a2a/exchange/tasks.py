@@ -153,6 +153,8 @@ class Run:
         #: The task (version 0, not written yet) must be written at its next change.
         self.write_due = False
         self.handle: RunHandle | None = None
+        #: A run prepared to run in its request's greenlet (``Runs.run_here``), until it does.
+        self.body: t.Callable[[], None] | None = None
         self.timer: Timer | None = None
         #: Writes a held task once ``A2A_BLOCKING_WRITE_DELAY`` has passed.
         self.write_timer: Timer | None = None
