@@ -12,7 +12,7 @@ import io
 import typing as t
 import weakref
 
-from flask import Blueprint, Flask, Response, current_app, has_app_context, request
+from flask import Blueprint, Flask, Request, Response, current_app, has_app_context, request
 
 from .bindings import jsonrpc as jsonrpc_binding
 from .bindings import rest as rest_binding
@@ -398,18 +398,39 @@ def _rest_view(route: str = "") -> Response:
 
 
 def _http_request(state: A2AState) -> HTTPRequest:
-    return HTTPRequest(
-        method=request.method,
-        headers=request.headers,
-        host=request.host,
-        content_length=request.content_length,
-        read_body=request.stream.read,
-        resolve_principal=state.resolve_principal,
-        query=request.args,
-        principal_refresher=_principal_refresher,
-        client_socket=request.environ.get("gunicorn.socket")
-        or request.environ.get("werkzeug.socket"),
+    return _FlaskHTTPRequest(
+        t.cast(Request, request._get_current_object()),  # type: ignore[attr-defined]
+        state.resolve_principal,
     )
+
+
+class _FlaskHTTPRequest(HTTPRequest):
+    """The exchange's view of the Flask request: what no binding reads is never parsed
+    (werkzeug parses the query string, the host and the input stream on first access)."""
+
+    def __init__(self, req: Request, resolve: t.Callable[[], Principal | None]) -> None:
+        self._req = req
+        self.method = req.method
+        self.headers = req.headers
+        self.content_length = req.content_length
+        self.resolve_principal = resolve
+        self.principal_refresher = _principal_refresher
+
+    def read_body(self, size: int) -> bytes:
+        return self._req.stream.read(size)
+
+    @property
+    def host(self) -> str:
+        return self._req.host
+
+    @property
+    def query(self) -> t.Mapping[str, str]:
+        return self._req.args
+
+    @property
+    def client_socket(self) -> t.Any:
+        environ = self._req.environ
+        return environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
 
 
 def _answer(state: A2AState, reply: Reply) -> Response:

@@ -21,27 +21,53 @@ class HeaderLookup(t.Protocol):
     def get(self, key: str) -> t.Any: ...
 
 
-@dataclasses.dataclass
 class HTTPRequest:
-    """What the exchange needs of an HTTP request (the web framework fills it in)."""
+    """What the exchange needs of an HTTP request (the web framework fills it in).
 
-    method: str
-    headers: HeaderLookup
-    #: The request's own authority (``Host``), to compare a browser ``Origin`` against.
-    host: str
-    content_length: int | None
-    #: Reads at most ``n`` bytes of the body.
-    read_body: t.Callable[[int], bytes]
-    #: Runs the host app's principal hook in the request's context.
-    resolve_principal: t.Callable[[], Principal | None]
-    query: t.Mapping[str, str] = dataclasses.field(default_factory=dict)
-    #: Re-resolves the caller for a long-lived stream (None: never re-checked).
-    #: Called (inside the request) only for streams: returns a callable that re-resolves the
-    #: caller later, at keep-alives (None: streams never re-check the caller).
-    principal_refresher: t.Callable[[], t.Callable[[], Principal | None]] | None = None
-    #: The connection's socket when the server exposes it (``gunicorn.socket``): a stream
-    #: sees its client leave without waiting for a write to fail (``peer.py``).
-    client_socket: t.Any = None
+    ``host``, ``query`` and ``client_socket`` are read through properties, so an adapter may
+    compute them only when a binding asks (most requests never need them).
+    """
+
+    def __init__(
+        self,
+        method: str,
+        headers: HeaderLookup,
+        host: str,
+        content_length: int | None,
+        read_body: t.Callable[[int], bytes],
+        resolve_principal: t.Callable[[], Principal | None],
+        query: t.Mapping[str, str] | None = None,
+        principal_refresher: t.Callable[[], t.Callable[[], Principal | None]] | None = None,
+        client_socket: t.Any = None,
+    ) -> None:
+        self.method = method
+        self.headers = headers
+        self.content_length = content_length
+        #: Reads at most ``n`` bytes of the body.
+        self.read_body = read_body
+        #: Runs the host app's principal hook in the request's context.
+        self.resolve_principal = resolve_principal
+        #: Called (inside the request) only for streams: returns a callable that re-resolves the
+        #: caller later, at keep-alives (None: streams never re-check the caller).
+        self.principal_refresher = principal_refresher
+        self._host = host
+        self._query = query
+        self._client_socket = client_socket
+
+    @property
+    def host(self) -> str:
+        """The request's own authority (``Host``), to compare a browser ``Origin`` against."""
+        return self._host
+
+    @property
+    def query(self) -> t.Mapping[str, str]:
+        return self._query if self._query is not None else {}
+
+    @property
+    def client_socket(self) -> t.Any:
+        """The connection's socket when the server exposes it (``gunicorn.socket``): a stream
+        sees its client leave without waiting for a write to fail (``peer.py``)."""
+        return self._client_socket
 
 
 @dataclasses.dataclass

@@ -103,18 +103,39 @@ class PrometheusRecorder(Recorder):
             "a2a_store_call_seconds", "Store call latency", ["operation"], buckets=STORE_BUCKETS
         )
         self._store_children: dict[str, t.Any] = {}
+        #: Children per skill and per (skill, state): skills and states are few and fixed.
+        self._run_children: dict[str, tuple[t.Any, t.Any, t.Any]] = {}
+        self._settled_children: dict[tuple[str, TaskState], t.Any] = {}
         self.trims = Counter(
             "a2a_retention_trimmed_tasks", "Tasks removed or canceled by retention", ["kind"]
         )
 
     def run_started(self, skill: str) -> None:
-        self.runs_started.labels(skill).inc()
-        self.runs_live.labels(skill).inc()
+        started, live, _ = self._skill_children(skill)
+        started.inc()
+        live.inc()
 
     def run_settled(self, skill: str, state: TaskState, seconds: float) -> None:
-        self.runs_live.labels(skill).dec()
-        self.runs_settled.labels(skill, state_label(state)).inc()
-        self.run_seconds.labels(skill).observe(seconds)
+        _, live, duration = self._skill_children(skill)
+        live.dec()
+        settled = self._settled_children.get((skill, state))
+        if settled is None:
+            settled = self._settled_children[(skill, state)] = self.runs_settled.labels(
+                skill, state_label(state)
+            )
+        settled.inc()
+        duration.observe(seconds)
+
+    def _skill_children(self, skill: str) -> tuple[t.Any, t.Any, t.Any]:
+        """A skill's run series, looked up once (``labels()`` builds a key and locks)."""
+        children = self._run_children.get(skill)
+        if children is None:
+            children = self._run_children[skill] = (
+                self.runs_started.labels(skill),
+                self.runs_live.labels(skill),
+                self.run_seconds.labels(skill),
+            )
+        return children
 
     def run_refused(self, limit: str) -> None:
         self.run_refusals.labels(limit).inc()
