@@ -237,7 +237,8 @@ def handle(
         if isinstance(result, Reply):  # a stream: its events are bare StreamResponses
             reply = result
         else:  # DeleteTaskPushNotificationConfig answers google.protobuf.Empty: {}
-            reply = Reply(200, list(JSON_HEADERS), jsonrpc.encode({} if result is None else result))
+            body = jsonrpc.encode_result({} if result is None else result)
+            reply = Reply(200, list(JSON_HEADERS), body)
     except A2AError as exc:
         reply = error_reply(exc)
     except Exception as exc:

@@ -163,7 +163,10 @@ class Exchange:
     def get_task(self, call: Call) -> t.Any:
         params = wire.load_params(wire.schema(wire.GetTaskRequestSchema), call.params)
         record = self.visible_record(params["id"], call.principal)
-        return wire.dump_task(record.task, history_length=params.get("history_length"))
+        history_length = params.get("history_length")
+        if history_length is None:  # the whole task: its stored encoding, when it has one
+            return jsonrpc.Encoded(wire.task_json(record.task))
+        return wire.dump_task(record.task, history_length=history_length)
 
     def list_tasks(self, call: Call) -> t.Any:
         params = wire.load_params(wire.schema(wire.ListTasksRequestSchema), call.params)
@@ -246,6 +249,8 @@ class Exchange:
             if record.version == 0:  # its only write failed (logged): the task does not exist
                 raise InternalError()
 
+        if history_length is None:  # the whole task: its stored encoding, when it has one
+            return jsonrpc.Encoded('{"task":' + wire.task_json(record.task) + "}")
         return {"task": wire.dump_task(record.task, history_length=history_length)}
 
     # ------------------------------------------------------------------ streams

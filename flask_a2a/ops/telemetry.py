@@ -13,6 +13,7 @@ or a URL's query.
 
 from __future__ import annotations
 
+import json
 import os
 import typing as t
 
@@ -159,8 +160,13 @@ def exchange_span(method: str, binding: str) -> t.ContextManager[SpanLike]:
 
 
 def note_result(span: SpanLike, result: t.Any) -> None:
-    """Task id, skill and state of a method's answer (a task, or ``{"task": ...}``)."""
-    if span is NO_SPAN or not isinstance(result, dict):
+    """Task id, skill and state of a method's answer (a task, or ``{"task": ...}``; as data
+    or already encoded: read back only when a span records)."""
+    if span is NO_SPAN:
+        return
+    if isinstance(result, str):  # jsonrpc.Encoded: a stored task's own encoding
+        result = json.loads(result)
+    if not isinstance(result, dict):
         return
     task = result.get("task", result)
     if not isinstance(task, dict):

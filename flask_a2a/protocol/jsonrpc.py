@@ -174,8 +174,19 @@ def result_response(request_id: RequestId | _NoId, result_json: str) -> str:
     return '{"jsonrpc":"2.0","id":' + encode_id(request_id) + ',"result":' + result_json + "}"
 
 
+class Encoded(str):
+    """A method's result already encoded as JSON (a stored task's own encoding, reused)."""
+
+    __slots__ = ()
+
+
+def encode_result(result: t.Any) -> str:
+    """A method's result as JSON; an :class:`Encoded` one as it is."""
+    return result if isinstance(result, Encoded) else _dumps(result)
+
+
 def success(request_id: RequestId | _NoId, result: t.Any) -> str:
-    return result_response(request_id, _dumps(result))
+    return result_response(request_id, encode_result(result))
 
 
 def failure(request_id: RequestId | _NoId, error: A2AError) -> str:

@@ -151,6 +151,9 @@ class Task:
     artifacts: tuple[Artifact, ...] = ()
     history: tuple[Message, ...] = ()
     metadata: dict[str, t.Any] | None = None
+    #: The whole task as JSON, once something encoded it (``wire.task_json``): a task never
+    #: changes, so a store's write and the answer about the same task share one encoding.
+    _json: str | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def evolve(
         self,

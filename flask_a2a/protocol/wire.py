@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validate
 
 from .errors import InvalidParamsError
+from .jsonrpc import encode
 from .limits import MAX_KEY, MAX_TASK_ID, unstorable
 from .model import (
     ROLE_NUMBERS,
@@ -128,6 +129,17 @@ def dump_task(
     if task.metadata is not None:
         out["metadata"] = task.metadata
     return out
+
+
+def task_json(task: Task) -> str:
+    """The whole task as JSON (``dump_task``), encoded once per Task object: tasks are
+    immutable, so the store's write and the answer about the same task share one encoding.
+    Raises what ``json.dumps`` raises for data JSON cannot hold."""
+    cached = task._json
+    if cached is None:
+        cached = encode(dump_task(task))
+        object.__setattr__(task, "_json", cached)  # a cache, not a change: frozen otherwise
+    return cached
 
 
 def dump_event(event: Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> dict[

@@ -10,13 +10,12 @@ changing what they hold.
 from __future__ import annotations
 
 import dataclasses
-import json
 import typing as t
 from datetime import datetime
 
 from ..protocol.errors import UnencodableDataError
 from ..protocol.model import Principal, PushConfig, Task, TaskState, Tier
-from ..protocol.wire import dump_task
+from ..protocol.wire import dump_task, task_json
 
 #: What to install when the SQL store cannot load (SQLAlchemy or the driver is missing).
 EXTRA_HINT: t.Final = "pip install flask-a2a[postgres]"
@@ -148,9 +147,7 @@ class RetentionTrimmer(t.Protocol):
 def encode_task(task: Task) -> str:
     """The task as stored JSON; refuses what JSON cannot hold (NaN, functions, cycles)."""
     try:
-        return json.dumps(
-            dump_task(task), separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        return task_json(task)
     except (TypeError, ValueError, RecursionError) as exc:
         raise UnencodableDataError(f"task data cannot be JSON-encoded: {exc}") from None
 
