@@ -12,21 +12,46 @@ import dataclasses
 import threading
 import typing as t
 
+from ..protocol.jsonrpc import encode
 from ..protocol.model import StreamEvent
+from ..protocol.wire import dump_event
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class BusEvent:
-    task_id: str
-    #: The task version this event's write produced.
-    version: int
-    event: StreamEvent | None
-    #: The StreamResponse, JSON-encoded once for every stream and webhook.
-    result_json: str
-    #: Terminal or interrupted: streams close after sending it.
-    final: bool
-    #: The task was removed (retention): streams end without an event.
-    gone: bool = False
+    """One stored change of a task, as its streams and webhooks get it."""
+
+    __slots__ = ("task_id", "version", "event", "_json", "final", "gone")
+
+    def __init__(
+        self,
+        task_id: str,
+        version: int,
+        event: StreamEvent | None,
+        result_json: str | None,
+        final: bool,
+        gone: bool = False,
+    ) -> None:
+        self.task_id = task_id
+        #: The task version this event's write produced.
+        self.version = version
+        self.event = event
+        self._json = result_json
+        #: Terminal or interrupted: streams close after sending it.
+        self.final = final
+        #: The task was removed (retention): streams end without an event.
+        self.gone = gone
+
+    @property
+    def result_json(self) -> str:
+        """The StreamResponse, JSON-encoded once for every stream and webhook: when the
+        writer did not need it (an event holding nothing a handler gave, so nothing JSON
+        could refuse), at the first stream or webhook that asks."""
+        if self._json is None:
+            self._json = encode(dump_event(t.cast(StreamEvent, self.event)))
+        return self._json
+
+    def __repr__(self) -> str:
+        return f"BusEvent({self.task_id!r}, version={self.version}, final={self.final})"
 
 
 @dataclasses.dataclass(frozen=True)

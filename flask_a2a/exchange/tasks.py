@@ -159,18 +159,36 @@ class Run:
         #: Writes a held task once ``A2A_BLOCKING_WRITE_DELAY`` has passed.
         self.write_timer: Timer | None = None
         self.deadline_mono = time.monotonic() + timeout if timeout > 0 else float("inf")
-        self.deadline: datetime | None = (
-            datetime.now(UTC) + timedelta(seconds=timeout) if timeout > 0 else None
-        )
         #: A stream's task, held until the handler's first change shows it (``reveal``).
         self.reveal = False
         #: The handler answered with this message instead of the task (``reply()``).
         self.reply: Message | None = None
         #: Follow-ups the caller sent while the run runs, oldest first, for ``receive()``.
         self.inbox: collections.deque[Message] = collections.deque(maxlen=INBOX_LIMIT)
-        self.inbox_ready = threading.Condition(threading.Lock())
-        #: The ids of the messages in the task's history the run knows of.
-        self._known = {message.message_id for message in record.task.history}
+        # Made at the first follow-up or receive(): most runs never get one (a Condition
+        # costs more to make than the rest of a run's bookkeeping).
+        self._inbox_ready: threading.Condition | None = None
+        #: The ids of the messages in the task's history the run knows of (from the first
+        #: follow-up on: until then, the history of the run's own record).
+        self._known: set[str] | None = None
+
+    @property
+    def deadline(self) -> datetime | None:
+        """When this run times out (UTC); ``None`` when runs are unbounded."""
+        if self.deadline_mono == float("inf"):
+            return None
+        return datetime.now(UTC) + timedelta(seconds=self.deadline_mono - time.monotonic())
+
+    @property
+    def inbox_ready(self) -> threading.Condition:
+        """Signalled when a follow-up lands in :attr:`inbox`."""
+        ready = self._inbox_ready
+        if ready is None:
+            with self.lock:
+                if self._inbox_ready is None:
+                    self._inbox_ready = threading.Condition(threading.Lock())
+                ready = self._inbox_ready
+        return ready
 
     def adopt(self, record: TaskRecord) -> None:
         """``record`` is newer than the run's (a follow-up written here or on another
@@ -178,9 +196,12 @@ class Run:
         with self.lock:
             if record.version <= self.record.version or self.done.is_set():
                 return
+            known = self._known
+            if known is None:  # the run's own writes add agent messages only
+                known = {m.message_id for m in self.record.task.history}
             self.record = record
             history = record.task.history
-            new = [m for m in history if m.role is Role.USER and m.message_id not in self._known]
+            new = [m for m in history if m.role is Role.USER and m.message_id not in known]
             self._known = {m.message_id for m in history}  # bounded by A2A_MAX_HISTORY
         if new:
             with self.inbox_ready:

@@ -31,7 +31,7 @@ from ..protocol.model import (
 # Re-exported: ``flask_a2a.tasks`` (the old path) still names them.
 from ..protocol.scrub import scrub as scrub
 from ..protocol.scrub import scrub_exception as scrub_exception
-from ..protocol.wire import dump_event
+from ..protocol.wire import dump_event, task_json
 from ..store.base import StaleTaskError, Store, TaskRecord
 from .bus import Bus, BusEvent
 
@@ -80,12 +80,24 @@ class TaskWriter:
         #: Called after every stored write: the store answers again (``owed.py`` retries).
         self.after_store: t.Callable[[], None] | None = None
 
-    def _prepare(self, task: Task, event: StreamEvent) -> tuple[Task, str]:
-        """The event's JSON and the task with its history bounded; refuses unencodable data."""
-        try:
-            result_json = encode(dump_event(event))
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise UnencodableDataError(f"task data cannot be JSON-encoded: {exc}") from None
+    def _prepare(self, task: Task, event: StreamEvent) -> tuple[Task, str | None]:
+        """The event's JSON and the task with its history bounded; refuses unencodable data.
+
+        A status change with no message and no metadata holds nothing a handler gave, so
+        nothing JSON could refuse: its JSON is left to the first stream or webhook that
+        needs it (``BusEvent.result_json``), which a blocking send usually has none of.
+        """
+        if (
+            type(event) is TaskStatusUpdateEvent
+            and event.status.message is None
+            and event.metadata is None
+        ):
+            result_json = None
+        else:
+            try:
+                result_json = encode(dump_event(event))
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise UnencodableDataError(f"task data cannot be JSON-encoded: {exc}") from None
         if len(task.history) > self.max_history > 0:
             task = task.evolve(history=task.history[-self.max_history :])
         return task, result_json
@@ -102,7 +114,7 @@ class TaskWriter:
         stored = self.store.create_task(record)
         if self.after_store is not None:
             self.after_store()
-        result_json = encode(dump_event(stored.task))
+        result_json = '{"task":' + task_json(stored.task) + "}"  # the store's own encoding
         self.bus.publish(BusEvent(stored.task.id, stored.version, stored.task, result_json, False))
         return stored
 
