@@ -397,6 +397,12 @@ def test_unencodable_data_fails_only_that_mutation(
             lambda: task.artifact([Part(data={"value": bad})]),
             lambda: task.artifact([Part(text="x")], metadata={"value": bad}),
             lambda: task.complete(Message("m-bad", Role.AGENT, (Part(data=bad),))),
+            # Where a string goes, as a handler may pass it: checked too, not assumed.
+            lambda: task.artifact([Part(text=bad)]),
+            lambda: task.artifact([Part(text="x")], name=bad),
+            lambda: task.artifact([Part(text="x")], artifact_id=bad),
+            lambda: task.artifact([Part(text="x", filename=bad)]),
+            lambda: task.complete(Message("m-bad", Role.AGENT, (Part(text=bad),))),
         ]
         for attempt in attempts:
             try:
@@ -409,7 +415,7 @@ def test_unencodable_data_fails_only_that_mutation(
 
     app, client = app_with(make_app, data=data, store=store)
     task = client.send("x", skill="data")["task"]
-    assert caught == ["refused"] * 3
+    assert caught == ["refused"] * 8
     assert state(task) == "TASK_STATE_COMPLETED"
     assert [a["name"] for a in task["artifacts"]] == ["fine"]
 

@@ -19,9 +19,12 @@ from ..protocol.errors import (
 )
 from ..protocol.jsonrpc import encode
 from ..protocol.model import (
+    UNSET,
     Message,
+    Part,
     StreamEvent,
     Task,
+    TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
@@ -60,6 +63,46 @@ def is_final(state: TaskState) -> bool:
     return state.terminal or state.interrupted
 
 
+def _plain_part(part: Part) -> bool:
+    return (
+        type(part.text) is str
+        and part.data is UNSET
+        and part.metadata is None
+        and part.filename is None
+        and part.media_type is None
+    )
+
+
+def _nothing_to_refuse(event: StreamEvent) -> bool:
+    """The event holds no JSON value a handler gave (data, metadata) and only ``str`` text
+    parts: JSON cannot refuse it, so it need not be encoded to be checked. Anything else is
+    checked by encoding it."""
+    if type(event) is TaskStatusUpdateEvent:
+        message = event.status.message
+        return event.metadata is None and (
+            message is None
+            or (
+                type(message.message_id) is str
+                and message.metadata is None
+                and not message.extensions
+                and not message.reference_task_ids
+                and all(_plain_part(p) for p in message.parts)
+            )
+        )
+    if type(event) is TaskArtifactUpdateEvent:
+        artifact = event.artifact
+        return (
+            event.metadata is None
+            and type(artifact.artifact_id) is str
+            and artifact.metadata is None
+            and not artifact.extensions
+            and (artifact.name is None or type(artifact.name) is str)
+            and (artifact.description is None or type(artifact.description) is str)
+            and all(_plain_part(p) for p in artifact.parts)
+        )
+    return False
+
+
 class TaskWriter:
     """Stores a change, publishes it with its version, and hands it to push delivery."""
 
@@ -83,15 +126,11 @@ class TaskWriter:
     def _prepare(self, task: Task, event: StreamEvent) -> tuple[Task, str | None]:
         """The event's JSON and the task with its history bounded; refuses unencodable data.
 
-        A status change with no message and no metadata holds nothing a handler gave, so
-        nothing JSON could refuse: its JSON is left to the first stream or webhook that
-        needs it (``BusEvent.result_json``), which a blocking send usually has none of.
+        An event holding only strings where strings go (:func:`_nothing_to_refuse`) is one JSON
+        cannot refuse: its JSON is left to the first stream or webhook that needs it
+        (``BusEvent.result_json``), which a blocking send usually has none of.
         """
-        if (
-            type(event) is TaskStatusUpdateEvent
-            and event.status.message is None
-            and event.metadata is None
-        ):
+        if _nothing_to_refuse(event):
             result_json = None
         else:
             try:
