@@ -160,7 +160,7 @@ class Runs:
         routed = route(message, self.skills)
         task_id, context_id = new_id(), message.context_id or new_id()
         telemetry.annotate(task_id, routed.skill.id if routed.skill is not None else None)
-        message = dataclasses.replace(message, task_id=task_id, context_id=context_id)
+        message = message.placed(task_id, context_id)
         now = utcnow()
         if routed.skill is None:
             refusal = Message.agent(routed.refusal, context_id=context_id, task_id=task_id)
@@ -266,7 +266,7 @@ class Runs:
         if skill is None:
             raise UnsupportedOperationError("the task's skill is no longer served")
         self.claim(principal.owner)
-        message = dataclasses.replace(message, context_id=record.task.context_id)
+        message = message.placed(message.task_id, record.task.context_id)
         status = TaskStatus(TaskState.WORKING, utcnow())
         task = dataclasses.replace(
             record.task, status=status, history=record.task.history + (message,)
@@ -302,7 +302,7 @@ class Runs:
         """A message to a task still running (spec §3.3.3): appended to its history in one
         versioned write and handed to its run, wherever it runs; no run slot, no new run.
         A blocking send then waits for the run as a blocking send does."""
-        message = dataclasses.replace(message, context_id=record.task.context_id)
+        message = message.placed(message.task_id, record.task.context_id)
         wait = not subscribe and not config.get("return_immediately")
         # Subscribed before the write, so a stream (or a wait) misses no event after it.
         subscription = self.bus.subscribe(record.task.id) if subscribe or wait else None

@@ -112,6 +112,14 @@ class Message:
         """An agent message holding one text part (status messages, refusals)."""
         return cls(new_id(), Role.AGENT, (Part(text=text),), context_id, task_id)
 
+    def placed(self, task_id: str | None, context_id: str | None) -> Message:
+        """This message on a task and context (``dataclasses.replace`` costs twice as much,
+        and this runs on every send)."""
+        return Message(
+            self.message_id, self.role, self.parts, context_id, task_id, self.metadata,
+            self.extensions, self.reference_task_ids,
+        )
+
     @property
     def text(self) -> str:
         """The text parts joined by newlines (a convenience for handlers)."""
