@@ -60,40 +60,51 @@ def _table(rows: list[Row]) -> list[str]:
     return out
 
 
+def _target(label: str, a: Row | None, b: Row | None, target: float, c1: float | None = None,
+            pct: bool = True) -> str:
+    """One ratio line: c=32 against ``target`` (and c=1 against ``c1`` when it has one)."""
+    line = f"- {label}: {_verdict(_ratio(a, b), target, pct)}"
+    if c1 is not None:
+        line += f"; c=1: {_verdict(_ratio(a, b, 'c1'), c1, pct)}"
+    else:
+        line += f" [c=1: {_fmt(_ratio(a, b, 'c1'), pct)}]"
+    return line + f" [CPU: {_fmt(_cost_ratio(a, b), pct)}]"
+
+
 def _ratios(rows: list[Row]) -> list[str]:
     bare1, bare2 = _row(rows, "bare-1w"), _row(rows, "bare-2w")
     mem1, mem2 = _row(rows, "a2a-memory-1w"), _row(rows, "a2a-memory-2w")
     pg1, sdk = _row(rows, "a2a-postgres-1w"), _row(rows, "sdk-1w")
     rest1 = _row(rows, "a2a-rest-memory-1w")
     maria1 = _row(rows, "a2a-mariadb-1w")
+    redis1 = _row(rows, "a2a-redis-memory-1w")
     intro = (
-        "Requests/s at concurrency 32; in brackets the same at c=1, and the ratio of server "
-        "CPU per request at c=32, which other load on the machine disturbs less."
+        "Requests/s at concurrency 32 (and at c=1 where the target names it); in brackets the "
+        "ratio of server CPU per request at c=32, which other load on the machine disturbs less."
     )
-    return [
+    lines = [
         "## Ratios",
         "",
         intro,
         "",
-        (f"- flask_a2a (memory, 1 worker) / bare Flask (1 worker): "
-        f"{_verdict(_ratio(mem1, bare1), 0.5)} [c=1: {_fmt(_ratio(mem1, bare1, 'c1'))}; "
-        f"CPU: {_fmt(_cost_ratio(mem1, bare1))}]"),
-        (f"- flask_a2a REST (memory, 1 worker) / JSON-RPC (memory, 1 worker): "
-        f"{_verdict(_ratio(rest1, mem1), 0.9)} [c=1: {_fmt(_ratio(rest1, mem1, 'c1'))}; "
-        f"CPU: {_fmt(_cost_ratio(rest1, mem1))}]"),
-        (f"- flask_a2a (memory, 2 workers) / bare Flask (2 workers): "
-        f"{_verdict(_ratio(mem2, bare2), 0.5)} [CPU: {_fmt(_cost_ratio(mem2, bare2))}]"),
-        (f"- flask_a2a (memory, 1 worker) / a2a-sdk (1 uvicorn worker): "
-        f"{_verdict(_ratio(mem1, sdk), 4.0, pct=False)} "
-        f"[c=1: {_fmt(_ratio(mem1, sdk, 'c1'), False)}; "
-        f"CPU: {_fmt(_cost_ratio(mem1, sdk), False)}]"),
-        (f"- flask_a2a (PostgreSQL, 1 worker) / bare Flask (1 worker): "
-        f"{_verdict(_ratio(pg1, bare1), 0.25)} [c=1: {_fmt(_ratio(pg1, bare1, 'c1'))}; "
-        f"CPU: {_fmt(_cost_ratio(pg1, bare1))}]"),
-        (f"- flask_a2a (MariaDB, 1 worker) / bare Flask (1 worker): "
-        f"{_verdict(_ratio(maria1, bare1), 0.25)} [c=1: {_fmt(_ratio(maria1, bare1, 'c1'))}; "
-        f"CPU: {_fmt(_cost_ratio(maria1, bare1))}]"),
+        _target("flask_a2a (memory, 1 worker) / bare Flask (1 worker)", mem1, bare1, 0.6, 0.6),
+        _target("flask_a2a (memory, 2 workers) / bare Flask (2 workers)", mem2, bare2, 0.6, 0.6),
+        _target("flask_a2a (PostgreSQL, 1 worker) / bare Flask (1 worker)", pg1, bare1, 0.4, 0.2),
+        _target("flask_a2a (MariaDB, 1 worker) / bare Flask (1 worker)", maria1, bare1, 0.25),
+        _target("flask_a2a REST (memory, 1 worker) / JSON-RPC (memory, 1 worker)", rest1, mem1,
+                0.95),
+        _target("flask_a2a (memory, 1 worker) / a2a-sdk (1 uvicorn worker)", mem1, sdk, 4.0,
+                pct=False),
     ]
+    if redis1 is not None:
+        lines.append(
+            _target("flask_a2a with the Redis bus / without (memory, 1 worker)", redis1, mem1,
+                    0.95)
+            + f"; Redis commands during its measured runs: {redis1['redis_commands']} for "
+            f"{redis1['redis_requests']} blocking sends "
+            f"({redis1['redis_commands_per_request']} per send; target 0)"
+        )
+    return lines
 
 
 def _streams(s: dict[str, t.Any]) -> list[str]:

@@ -12,6 +12,7 @@ Results go to ``bench/results/latest.json`` and ``latest.md``. See bench/README.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -102,6 +103,56 @@ def redis_available() -> str | None:
     return None
 
 
+def redis_commands(url: str) -> int:
+    """Commands the Redis at ``url`` has served so far (``INFO stats``)."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        # The INFO call itself is one command: take it off so a quiet row reads 0.
+        return int(client.info("stats")["total_commands_processed"]) - 1
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def private_redis() -> t.Iterator[tuple[str | None, str]]:
+    """A throwaway ``redis-server`` on a free 127.0.0.1 port: (its URL, "") or (None, why)."""
+    try:
+        import redis
+    except ImportError:
+        yield None, "the redis extra is not installed (pip install -e .[redis])"
+        return
+    port = free_port()
+    try:
+        proc = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        yield None, f"redis-server cannot start: {exc}"
+        return
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.RedisError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    yield None, "a private redis-server did not answer within 10 s"
+                    return
+                time.sleep(0.05)
+        client.close()
+        yield url, ""
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def ensure_sdk_venv(log: t.Callable[[str], None]) -> tuple[Path | None, str]:
     python = SDK_VENV / "bin" / "python"
     check = [str(python), "-c", "import a2a, uvicorn, starlette"]
@@ -168,7 +219,7 @@ class Bench:
 
     def throughput(self, name: str, label: str, command: list[str], env: dict[str, str],
                    url_path: str, expect: str, ready: str, workers: int, store: str,
-                   body: str = SEND_BODY) -> None:
+                   body: str = SEND_BODY, redis_url: str | None = None) -> None:
         if not self.wanted(name):
             return
         need = 2 * self.plan.repeats * self.plan.duration + self.plan.warmup + 8
@@ -185,11 +236,14 @@ class Bench:
             row: dict[str, t.Any] = {
                 "name": name, "label": label, "workers": workers, "store": store,
             }
+            commands0 = redis_commands(redis_url) if redis_url else 0
+            sent = 0
             for conc in (1, 32):
                 trials = [
                     self.measure(server, url, body, TOKEN, expect, conc, self.plan.duration)
                     for _ in range(self.plan.repeats)
                 ]
+                sent += sum(int(trial["requests"]) for trial in trials)
                 best = max(trials, key=lambda trial: float(trial["rps"]))
                 best["trials_rps"] = [trial["rps"] for trial in trials]
                 best["bad"] = sum(trial["bad"] for trial in trials)
@@ -199,6 +253,10 @@ class Bench:
                          f"p50 {row[f'c{conc}']['p50_ms']:.2f} ms, "
                          f"p99 {row[f'c{conc}']['p99_ms']:.2f} ms, bad {row[f'c{conc}']['bad']}")
             row["rss_mb"] = round(server.worker_rss_kb() / 1024, 1)
+            if redis_url:  # every command the row's Redis served during the measured runs
+                row["redis_commands"] = redis_commands(redis_url) - commands0
+                row["redis_requests"] = sent
+                row["redis_commands_per_request"] = round(row["redis_commands"] / max(1, sent), 4)
         self.results["rows"].append(row)
 
     def run_throughput(self, sdk_python: Path | None, sdk_reason: str, sql_reason: str | None,
@@ -230,6 +288,19 @@ class Bench:
                         f"a2a-memory-{w}-{suffix}", label, gunicorn_command(a2a, workers),
                         {**memory, **extra}, "/a2a", completed, "/bench/ping", workers, "memory",
                     )
+            if workers == 1 and self.wanted("a2a-redis-memory-1w"):
+                # The Redis bus must cost a blocking send nothing (issue 19): a Redis server of
+                # the row's own, so every command it counts is the bench server's.
+                with private_redis() as (url, reason):
+                    if url is None:
+                        self.skip("a2a-redis-memory-1w", reason)
+                    else:
+                        self.throughput(
+                            "a2a-redis-memory-1w", "flask_a2a SendMessage, Redis bus",
+                            gunicorn_command(a2a, workers), {**memory, "A2A_REDIS_URL": url},
+                            "/a2a", completed, "/bench/ping", workers, "memory",
+                            redis_url=url,
+                        )
             self.throughput(  # the same echo over the HTTP+JSON binding (docs/rest.md)
                 f"a2a-rest-memory-{w}", "flask_a2a SendMessage (REST)",
                 gunicorn_command(a2a, workers), memory, "/a2a/rest/message:send", completed,

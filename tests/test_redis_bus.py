@@ -282,3 +282,35 @@ def test_fleet_limits_count_an_owners_runs_and_streams_across_replicas(
 def test_fleet_limits_need_the_redis_bus(make_app: t.Callable[..., Flask]) -> None:
     with pytest.raises(ValueError, match="A2A_FLEET_LIMITS needs the Redis bus"):
         make_app(config={"A2A_FLEET_LIMITS": True})
+
+
+def test_a_blocking_send_costs_the_redis_bus_nothing(
+    make_app: t.Callable[..., Flask],
+) -> None:
+    """Issue 19: with the Redis bus, blocking sends with no subscriber make no Redis call,
+    including the settles whose retention trim removes an older settled task of the tier."""
+    from tests.redis_support import RedisServer
+
+    server = RedisServer()  # its own server: every command it counts is this app's
+    try:
+        import redis
+
+        app = make_app(config={
+            "A2A_REDIS_URL": server.url,
+            "A2A_TERMINAL_TASK_RETENTION": 2,
+            "A2A_REPLICA_POLL_INTERVAL": SLOW,
+        })
+        client = A2ATestClient(app, "alice")
+        client.send("warm", skill="echo")  # the bus's own set-up (its script, its reader)
+        admin = redis.Redis.from_url(server.url)
+        admin.config_resetstat()
+        for i in range(8):
+            task = client.send(f"hi {i}", skill="echo")["task"]
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        listed = client.rpc("ListTasks", {}).result
+        assert listed["totalSize"] == 2  # retention trimmed six settled tasks meanwhile
+        stats = admin.info("commandstats")
+        admin.close()
+        assert set(stats) == {"cmdstat_config|resetstat"}, stats
+    finally:
+        server.stop()

@@ -20,7 +20,7 @@ from ..protocol.wire import dump_event
 class BusEvent:
     """One stored change of a task, as its streams and webhooks get it."""
 
-    __slots__ = ("task_id", "version", "event", "_json", "final", "gone")
+    __slots__ = ("task_id", "version", "event", "_json", "final", "gone", "local")
 
     def __init__(
         self,
@@ -30,6 +30,7 @@ class BusEvent:
         result_json: str | None,
         final: bool,
         gone: bool = False,
+        local: bool = False,
     ) -> None:
         self.task_id = task_id
         #: The task version this event's write produced.
@@ -40,6 +41,9 @@ class BusEvent:
         self.final = final
         #: The task was removed (retention): streams end without an event.
         self.gone = gone
+        #: Only this process's streams need it (a settled task trimmed by retention: no run
+        #: and no stream elsewhere waits on it), so a bus shared by replicas sends it nowhere.
+        self.local = local
 
     @property
     def result_json(self) -> str:

@@ -121,7 +121,7 @@ class Exchange:
             max_history=settings.max_history,
             on_event=push.deliver if push is not None else None,
         )
-        self.retention = Retention(settings, store, self.writer, self.forget)
+        self.retention = Retention(settings, store, self.writer, self._forget_settled)
         self.writer.on_final = self.retention.after_final
         self.closing = False
         self.runs = Runs(
@@ -419,6 +419,13 @@ class Exchange:
         """A task was deleted: cut its local run and end its streams with no event."""
         self.runs.cut(task_id)
         self.bus.publish(BusEvent(task_id, 2**62, None, "", final=True, gone=True))
+
+    def _forget_settled(self, task_id: str) -> None:
+        """Retention deleted a settled task: its streams here end; no other replica runs it
+        or streams it any more, so a shared bus (Redis) is not told: a blocking send whose
+        settle trims its tier costs the bus nothing."""
+        self.runs.cut(task_id)
+        self.bus.publish(BusEvent(task_id, 2**62, None, "", final=True, gone=True, local=True))
 
     # ------------------------------------------------------------------ push configs
 

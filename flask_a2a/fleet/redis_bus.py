@@ -253,8 +253,9 @@ class RedisBus(Bus):
 
     def publish(self, event: BusEvent) -> None:
         super().publish(event)  # this process's streams first, at once
-        if event.version <= 1:
-            return  # a task's first write: nobody elsewhere can know the task yet
+        if event.version <= 1 or event.local:
+            return  # a task's first write (nobody elsewhere can know the task yet), or news
+            # for this process only (a settled task retention removed)
         hooks = self._hooks
         notify = event.final and hooks is not None and not hooks.running(event.task_id)
         self._send(event.task_id, event.version, event.result_json, event.final, event.gone,
