@@ -55,15 +55,15 @@ def top(collapsed: Path, n: int, prefix_filter: str = "") -> str:
 
 #: What cost what: a sample counts toward the first group one of whose frames it holds.
 GROUPS: t.Final = (
-    ("JSON-RPC params validation (marshmallow)", ("load_params (flask_a2a/wire.py",)),
-    ("retention trim after settle", ("Retention.after_final (flask_a2a/retention.py",)),
-    ("skill run: artifact + complete (store writes, events)",
-     ("Runs._execute (flask_a2a/runs.py",)),
-    ("task create + run start", ("Exchange.start (flask_a2a/server.py",)),
-    ("answer: final store read + dump_task + JSON", (
-        "get_task (flask_a2a/store", "dump_task (flask_a2a/wire.py", "success (flask_a2a/jsonrpc",
+    ("JSON-RPC params validation (marshmallow / the fast reader)",
+     ("load_params (", "read_send_params (")),
+    ("retention trim after settle", ("Retention.after_final (",)),
+    ("skill run: artifact + complete (store writes, events)", ("Runs._execute (",)),
+    ("task create + run start", ("Runs.start (",)),
+    ("answer: store read + dump_task + JSON", (
+        "get_task (", "dump_task (", "task_json (", "success (",
     )),
-    ("JSON-RPC envelope decode", ("decode_request (flask_a2a/jsonrpc.py",)),
+    ("JSON-RPC envelope decode", ("decode_request (",)),
     ("other flask_a2a request code", ("(flask_a2a/",)),
     ("Flask request/response (as bare Flask)", ("(flask/", "(werkzeug/")),
     ("gunicorn parse + write, gevent hub", ("(gunicorn/", "(gevent/")),
