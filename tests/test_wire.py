@@ -500,3 +500,16 @@ def test_plain_params_never_reach_marshmallow(
 
     monkeypatch.setattr(message_params.wire, "load_params", refuse)
     assert message_params.read_send_params(params)["message"].message_id == "m"
+
+
+def test_new_ids_are_random_version_4_uuids_in_their_usual_spelling() -> None:
+    import uuid
+
+    from flask_a2a.protocol.model import new_id
+
+    ids = [new_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        assert str(parsed) == text  # lower-case hex, 8-4-4-4-12

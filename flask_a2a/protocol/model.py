@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 import typing as t
-import uuid
 from datetime import UTC, datetime
 
 
@@ -73,7 +73,16 @@ def utcnow() -> datetime:
 
 
 def new_id() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID, as ``str(uuid.uuid4())`` spells it.
+
+    Built from the same 16 random bytes ``uuid4`` takes, without the ``UUID`` object: a send
+    makes three ids, and the object's checks and formatting cost twice the bytes' price.
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    x = raw.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
