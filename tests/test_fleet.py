@@ -154,7 +154,14 @@ def test_redis_killed_mid_stream_falls_back_to_polling_and_resumes_after_restart
         server.start()  # the same port, nothing kept
         assert wait_for(lambda: bus_live(a) and bus_live(b), timeout=15)
         step(a, task_id)
-        assert chunks([on_b.next()]) == ["chunk 2"]  # per event again
+        again = on_b.next()
+        if "task" in again["result"]:
+            # A's resync (the snapshot of a task whose events it lost in the outage) may reach
+            # B before chunk 2's own event and carry it; the chunks after it come one by one.
+            parts = again["result"]["task"]["artifacts"][0]["parts"]
+            assert [p["text"] for p in parts] == ["chunk 0", "chunk 1", "chunk 2"]
+        else:
+            assert chunks([again]) == ["chunk 2"]  # per event again
         step(a, task_id, 7)
         rest = on_b.rest()
         assert chunks(rest) == [f"chunk {i}" for i in range(3, 10)]
