@@ -102,6 +102,41 @@ def test_a_long_blocking_run_is_written_after_the_delay(
     assert client.rpc("GetTask", {"id": task["id"]}).result == task
 
 
+def test_a_held_run_past_its_write_still_meets_its_deadline(
+    make_app: t.Callable[..., Flask],
+) -> None:
+    """The run's one timer writes the held task, then is armed again for the deadline: a
+    handler that never checks its task is still answered FAILED at the deadline."""
+    store = CountingStore()
+    entered, release = threading.Event(), threading.Event()
+
+    def deaf(task: TaskContext) -> None:
+        task.working()
+        entered.set()
+        release.wait(10)  # no task.check(): only the deadline's timer can end the send
+
+    skills = [Skill(id="deaf", name="deaf", description="deaf", handler=deaf)]
+    app = make_app(skills=skills, store=store, config={
+        "A2A_BLOCKING_WRITE_DELAY": 0.05, "A2A_TASK_TIMEOUT": 0.6,
+    })
+    client = A2ATestClient(app, token="alice")
+    answers: list[t.Any] = []
+    thread = threading.Thread(target=lambda: answers.append(client.send("go", skill="deaf")))
+    thread.start()
+    try:
+        assert entered.wait(10)
+        assert wait_for(lambda: store.creates == 1)  # written after the delay, still running
+        (listed,) = client.rpc("ListTasks", {}).result["tasks"]
+        assert listed["status"]["state"] == "TASK_STATE_WORKING"
+        thread.join(10)
+        assert not thread.is_alive() and not release.is_set()
+    finally:
+        release.set()
+    task = answers[0]["task"]
+    assert task["id"] == listed["id"] and task["status"]["state"] == "TASK_STATE_FAILED"
+    assert task["status"]["message"]["parts"] == [{"text": "task timed out"}]
+
+
 def test_a_held_task_is_not_listed_and_leaves_nothing_when_the_run_is_cut(
     make_app: t.Callable[..., Flask], gate: Gate
 ) -> None:

@@ -432,14 +432,13 @@ class Runs:
             self._runs[run.task_id] = run
         if self.replicas is not None:
             self.replicas.watch()
-        if self.settings.task_timeout > 0:
-            run.timer = self.runner.call_later(
-                self.settings.task_timeout, lambda: self._on_deadline(run)
-            )
-        if record.version == 0:
-            run.write_timer = self.runner.call_later(
-                self.settings.blocking_write_delay, lambda: self._write_held(run)
-            )
+        # One timer per run: a held task's write is due first (then the deadline is armed),
+        # else the deadline. A run that ends first cancels it, as nearly every run does.
+        timeout, delay = self.settings.task_timeout, self.settings.blocking_write_delay
+        if record.version == 0 and (timeout <= 0 or delay < timeout):
+            run.timer = self.runner.call_later(delay, lambda: self._on_write_due(run))
+        elif timeout > 0:
+            run.timer = self.runner.call_later(timeout, lambda: self._on_deadline(run))
         parent = telemetry.capture()  # the request's trace context, for the run's span
 
         def body() -> None:
@@ -550,6 +549,19 @@ class Runs:
         if run.record.version > 0:  # a held task never written does not exist to settle
             self.owed.owe(run.task_id)
 
+    def _on_write_due(self, run: Run) -> None:
+        """``A2A_BLOCKING_WRITE_DELAY`` passed: write the held task, then wait for the
+        deadline (the run's one timer, armed again)."""
+        if run.done.is_set():
+            return
+        self._write_held(run)
+        if run.deadline_mono == float("inf") or run.done.is_set():
+            return
+        left = max(0.0, run.deadline_mono - time.monotonic())
+        run.timer = self.runner.call_later(left, lambda: self._on_deadline(run))
+        if run.done.is_set():  # the run ended while the timer was armed: _finish missed it
+            run.timer.cancel()
+
     def _write_held(self, run: Run) -> None:
         """The run outlived ``A2A_BLOCKING_WRITE_DELAY`` with its task held: write it now, so
         ListTasks, other replicas and a restart see it (and a stream waiting to show it)."""
@@ -567,9 +579,8 @@ class Runs:
 
     def _finish(self, run: Run) -> None:
         try:
-            for timer in (run.timer, run.write_timer):
-                if timer is not None:
-                    timer.cancel()
+            if run.timer is not None:
+                run.timer.cancel()
         finally:
             with self._lock:
                 if self._runs.get(run.task_id) is run:

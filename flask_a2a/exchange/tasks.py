@@ -155,9 +155,9 @@ class Run:
         self.handle: RunHandle | None = None
         #: A run prepared to run in its request's greenlet (``Runs.run_here``), until it does.
         self.body: t.Callable[[], None] | None = None
+        #: The run's one timer: a held task's write once ``A2A_BLOCKING_WRITE_DELAY`` has
+        #: passed, then (or else) the deadline.
         self.timer: Timer | None = None
-        #: Writes a held task once ``A2A_BLOCKING_WRITE_DELAY`` has passed.
-        self.write_timer: Timer | None = None
         self.deadline_mono = time.monotonic() + timeout if timeout > 0 else float("inf")
         #: A stream's task, held until the handler's first change shows it (``reveal``).
         self.reveal = False
