@@ -1,0 +1,96 @@
+"""The hot statements run on the DBAPI cursor: compiled once, executed without SQLAlchemy's layers.
+
+A blocking SendMessage costs the SQL store one INSERT and one retention trim, each one autocommit
+round trip. Through ``Connection.execute`` each also paid SQLAlchemy's execution context, result
+wrapping and connection wrapper (about as much CPU as the driver's own work). On an engine from
+:func:`~flask_a2a.store.sql_engine.engine_from_url` (whose connections carry the statement
+timeout and autocommit) the store runs those statements here instead: the SQL text is compiled
+once per statement, and each call checks a DBAPI connection out of the engine's own pool (its
+size, timeout and recycling hold), runs the text on a cursor and checks it back in.
+
+What SQLAlchemy would do around a failure still happens: a driver error comes out wrapped as
+SQLAlchemy's (``IntegrityError``, ``DataError``, ``OperationalError`` …), and a connection the
+dialect calls disconnected is invalidated, so the next call gets a fresh one. A statement whose
+compiled form needs bind processing or has parameters expanded at execution time is not taken
+here (:func:`compile_plain` returns None) and runs through SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+
+class Plain(t.NamedTuple):
+    """A statement compiled for one engine: its SQL text and the values bound at compile time."""
+
+    sql: str
+    defaults: dict[str, t.Any]
+
+
+def compile_plain(
+    engine: Engine, statement: t.Any, column_keys: list[str] | None = None
+) -> Plain | None:
+    """``statement`` as text the DBAPI cursor runs with a dict of parameters (an INSERT's:
+    ``column_keys``), or None when it cannot run without SQLAlchemy (bind processing, a
+    positional paramstyle, parameters expanded at execution)."""
+    dialect = engine.dialect
+    if dialect.paramstyle not in ("pyformat", "named"):
+        return None
+    compiled = statement.compile(dialect=dialect, column_keys=column_keys)
+    if compiled._bind_processors or compiled.positional or compiled.post_compile_params:
+        return None  # type conversions, or text rendered per execution: SQLAlchemy's to do
+    defaults = {key: value for key, value in compiled.params.items() if value is not None}
+    return Plain(str(compiled), defaults)
+
+
+class Driver:
+    """Runs :class:`Plain` statements on ``engine``'s pooled DBAPI connections."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect
+        self._error = self.dialect.loaded_dbapi.Error
+
+    def _wrap(self, exc: Exception, plain: Plain, params: t.Any, fairy: t.Any,
+              cursor: t.Any) -> BaseException:  # fmt: skip
+        """SQLAlchemy's exception for a driver error; invalidates a disconnected connection."""
+        gone = False
+        try:
+            gone = bool(self.dialect.is_disconnect(
+                t.cast(t.Any, exc), fairy.dbapi_connection, cursor
+            ))
+        except Exception:  # noqa: BLE001 - the original error is what matters
+            gone = False
+        if gone:
+            fairy.invalidate(exc)
+        return sa.exc.DBAPIError.instance(
+            plain.sql, params, exc, self._error, connection_invalidated=gone,
+            dialect=self.dialect,
+        )  # fmt: skip
+
+    def run(
+        self, plain: Plain, params: dict[str, t.Any], fetch: bool = True
+    ) -> tuple[list[tuple[t.Any, ...]], int]:
+        """Execute once; the rows (``fetch`` and the statement returns rows) and the row count."""
+        values = {**plain.defaults, **params} if plain.defaults else params
+        fairy = self.engine.raw_connection()
+        try:
+            cursor = fairy.cursor()
+            try:
+                cursor.execute(plain.sql, values)
+                rows = list(cursor.fetchall()) if fetch and cursor.description is not None else []
+                count = cursor.rowcount
+                cursor.close()
+                return rows, count
+            except self._error as exc:
+                raise self._wrap(exc, plain, values, fairy, cursor) from exc
+            except Exception:
+                raise
+            except BaseException as exc:  # a timeout or exit mid-statement: the state is unknown
+                fairy.invalidate(exc)
+                raise
+        finally:
+            fairy.close()
