@@ -189,6 +189,9 @@ class SQLStore:
             shared = not (self.dialect == "sqlite" and in_memory)
         #: Other processes write these tables: the exchange polls them for foreign changes.
         self.shared = shared
+        #: A trim is a round trip (PostgreSQL, MySQL): retention runs it just after a settle's
+        #: answer, shared by the tier's settles meanwhile (``exchange/retention.py``).
+        self.deferred_trims = self.dialect != "sqlite"
         self.metadata = sa.MetaData()
         self.tasks = sa.Table(
             f"{table_prefix}tasks",

@@ -17,6 +17,7 @@ here (:func:`compile_plain` returns None) and runs through SQLAlchemy.
 
 from __future__ import annotations
 
+import re
 import typing as t
 
 import sqlalchemy as sa
@@ -28,6 +29,29 @@ class Plain(t.NamedTuple):
 
     sql: str
     defaults: dict[str, t.Any]
+    #: psycopg: the text holds ``$1``, ``$2`` … for these names, run on a ``RawCursor`` (psycopg
+    #: then has no query to convert: it caches that only for short texts of few parameters).
+    names: tuple[str, ...] | None = None
+
+
+_PYFORMAT: t.Final = re.compile(r"%\((\w+)\)s|%%")
+
+
+def _numbered(sql: str) -> tuple[str, tuple[str, ...]] | None:
+    """A pyformat text with ``$n`` placeholders instead, and the name of each ``n``."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "%"
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    if "$" in sql or "%" in _PYFORMAT.sub("", sql):  # a "$" of its own, or another placeholder
+        return None
+    return _PYFORMAT.sub(number, sql), tuple(names)
 
 
 def compile_plain(
@@ -43,7 +67,10 @@ def compile_plain(
     if compiled._bind_processors or compiled.positional or compiled.post_compile_params:
         return None  # type conversions, or text rendered per execution: SQLAlchemy's to do
     defaults = {key: value for key, value in compiled.params.items() if value is not None}
-    return Plain(str(compiled), defaults)
+    sql = str(compiled)
+    if dialect.driver == "psycopg" and (numbered := _numbered(sql)) is not None:
+        return Plain(numbered[0], defaults, numbered[1])
+    return Plain(sql, defaults)
 
 
 class Driver:
@@ -53,6 +80,11 @@ class Driver:
         self.engine = engine
         self.dialect = engine.dialect
         self._error = self.dialect.loaded_dbapi.Error
+        self._raw_cursor: t.Any = None
+        if self.dialect.driver == "psycopg":
+            import psycopg
+
+            self._raw_cursor = psycopg.RawCursor
 
     def _wrap(self, exc: Exception, plain: Plain, params: t.Any, fairy: t.Any,
               cursor: t.Any) -> BaseException:  # fmt: skip
@@ -78,9 +110,13 @@ class Driver:
         values = {**plain.defaults, **params} if plain.defaults else params
         fairy = self.engine.raw_connection()
         try:
-            cursor = fairy.cursor()
+            if plain.names is not None and self._raw_cursor is not None:
+                cursor = self._raw_cursor(fairy.dbapi_connection)
+                arguments: t.Any = [values[name] for name in plain.names]
+            else:
+                cursor, arguments = fairy.cursor(), values
             try:
-                cursor.execute(plain.sql, values)
+                cursor.execute(plain.sql, arguments)
                 rows = list(cursor.fetchall()) if fetch and cursor.description is not None else []
                 count = cursor.rowcount
                 cursor.close()
