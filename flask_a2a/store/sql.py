@@ -831,6 +831,11 @@ class SQLStore:
         skip = sql_mysql.skip_locked(self.engine.dialect)
         for start in range(0, len(candidates), _CHUNK):
             chunk = candidates[start : start + _CHUNK]
+            if self._driver is not None and len(chunk) <= _MULTI_ROWS:
+                trimmed = self._trim_mysql_chunk(tier, chunk, skip)
+                if trimmed is not None:
+                    doomed.extend(trimmed)
+                    continue
             with self._tx() as conn:
                 locked = sa.select(c.id).where(c.id.in_(chunk), c.state.in_(_TERMINAL_STATES))
                 ids = list(conn.execute(locked.with_for_update(skip_locked=skip)).scalars())
@@ -843,6 +848,35 @@ class SQLStore:
                 conn.execute(self.push_configs.delete().where(pc.owner == tier.owner, ~alive))
             doomed.extend(ids)
         return doomed
+
+    def _trim_mysql_chunk(self, tier: Tier, chunk: list[str], skip: bool) -> list[str] | None:
+        """:meth:`_trim_mysql`'s transaction for one chunk, on the DBAPI cursor (statements
+        compiled once per chunk size); None: it must go through SQLAlchemy."""
+        c, pc = self.tasks.c, self.push_configs.c
+        n = len(chunk)
+
+        def locking() -> t.Any:
+            listed: list[t.Any] = [sa.bindparam(f"id_{i}") for i in range(n)]
+            locked = sa.select(c.id).where(c.id.in_(listed), c.state.in_(_TERMINAL_LITERALS))
+            return locked.with_for_update(skip_locked=skip)
+
+        def orphans() -> t.Any:
+            alive = sa.select(c.id).where(c.id == pc.task_id).exists()
+            return self.push_configs.delete().where(pc.owner == sa.bindparam("owner"), ~alive)
+
+        lock = self._plain_of(("trim_lock", n), locking)
+        delete = self._plain_of("delete_one", self._delete_one)
+        orphan = self._plain_of("orphans", orphans)
+        if self._driver is None or lock is None or delete is None or orphan is None:
+            return None
+        with self._driver.transaction() as tx:
+            ids = [row[0] for row in tx.run(lock, {f"id_{i}": v for i, v in enumerate(chunk)})]
+            if ids:
+                # One primary-key DELETE per row: an IN list may be planned as a scan that
+                # waits on rows another trim holds while this one holds the count row.
+                tx.many(delete, [{"doomed": task_id} for task_id in ids])
+                tx.run(orphan, {"owner": tier.owner})
+        return ids
 
     # -- push configs
 

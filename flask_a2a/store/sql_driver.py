@@ -17,6 +17,7 @@ here (:func:`compile_plain` returns None) and runs through SQLAlchemy.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import typing as t
 
@@ -130,3 +131,58 @@ class Driver:
                 raise
         finally:
             fairy.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> t.Iterator[Transaction]:
+        """``START TRANSACTION`` … ``COMMIT`` on one pooled connection (MySQL/MariaDB, whose
+        store connections autocommit); rolled back if anything in it fails."""
+        fairy = self.engine.raw_connection()
+        try:
+            cursor = fairy.cursor()
+            begun = Plain("START TRANSACTION", {})
+            try:
+                cursor.execute(begun.sql)
+                yield Transaction(self, fairy, cursor)
+                cursor.execute("COMMIT")
+            except self._error as exc:
+                with contextlib.suppress(Exception):
+                    cursor.execute("ROLLBACK")
+                raise self._wrap(exc, begun, {}, fairy, cursor) from exc
+            except Exception:
+                with contextlib.suppress(Exception):
+                    cursor.execute("ROLLBACK")
+                raise
+            except BaseException as exc:  # a timeout or exit mid-statement: the state is unknown
+                fairy.invalidate(exc)
+                raise
+            finally:
+                with contextlib.suppress(Exception):
+                    cursor.close()
+        finally:
+            fairy.close()
+
+
+class Transaction:
+    """Statements in one :meth:`Driver.transaction`."""
+
+    def __init__(self, driver: Driver, fairy: t.Any, cursor: t.Any) -> None:
+        self._driver = driver
+        self._fairy = fairy
+        self._cursor = cursor
+
+    def run(self, plain: Plain, params: dict[str, t.Any]) -> list[tuple[t.Any, ...]]:
+        """Execute once; the rows it returns."""
+        values = {**plain.defaults, **params} if plain.defaults else params
+        try:
+            self._cursor.execute(plain.sql, values)
+            return list(self._cursor.fetchall()) if self._cursor.description is not None else []
+        except self._driver._error as exc:
+            raise self._driver._wrap(exc, plain, values, self._fairy, self._cursor) from exc
+
+    def many(self, plain: Plain, rows: list[dict[str, t.Any]]) -> None:
+        """Execute once per parameter set (the driver's ``executemany``)."""
+        values = [{**plain.defaults, **row} for row in rows] if plain.defaults else rows
+        try:
+            self._cursor.executemany(plain.sql, values)
+        except self._driver._error as exc:
+            raise self._driver._wrap(exc, plain, values, self._fairy, self._cursor) from exc
