@@ -78,6 +78,21 @@ def test_settles_while_a_trim_runs_share_one_more_trim(make_app: t.Callable[...,
     assert len(store.trims) == 2  # the held one, then one for the five that came meanwhile
 
 
+def test_settles_before_the_trim_starts_share_it_and_a_list_starts_it(
+    make_app: t.Callable[..., Flask], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retention, "GATHER_SECONDS", 30.0)  # only the list starts it
+    store = SlowTrims()
+    app = make_app(store=store, config={"A2A_TERMINAL_TASK_RETENTION": 1})
+    client = A2ATestClient(app, "alice")
+    for i in range(4):
+        client.send(f"s{i}")
+        next_millisecond()
+    assert store.trims == []  # answered, the tier's trim still gathering
+    assert total(client) == 1  # the list started it and waited for it
+    assert len(store.trims) == 1
+
+
 def test_past_the_tier_bound_a_settle_trims_its_tier_itself(
     make_app: t.Callable[..., Flask], monkeypatch: pytest.MonkeyPatch
 ) -> None:

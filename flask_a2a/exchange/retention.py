@@ -6,15 +6,15 @@ counts, deletes or cancels another tier's tasks. The terminal bound goes through
 through the task writer, so it holds on any store.
 
 A store whose trim is a database round trip declares ``deferred_trims = True`` (the SQL store):
-the trim after a settle then runs just after it, on a background thread (a greenlet under
-gevent), instead of before the run's answer. Settles in one tier share it: while a tier's trim
-runs, the settles arriving meanwhile count themselves on the tier and one more trim, starting
-after all of them, covers them. What waits is one counter per tier, for at most
-``MAX_DEFERRED_TIERS`` tiers; past that a settle trims its tier itself, as before. So each
-settle is still followed by a trim of its tier, one trim's round trip after the answer at most,
-and ListTasks waits for the trims owed to the caller's answered settles
-(:meth:`Retention.settled`), so a caller never lists its tier past the bound. Other stores (the
-memory store's trim is O(1) under the bound) trim inline, as part of the settle.
+the trim after a settle then runs on a background thread (a greenlet under gevent), starting
+``GATHER_SECONDS`` (10 ms) after the settle instead of before the run's answer. Settles in one
+tier share it: those arriving before it starts, or while it runs, count themselves on the tier,
+and one more trim, starting after all of them, covers the latter. What waits is one counter
+per tier, for at most ``MAX_DEFERRED_TIERS`` tiers; past that a settle trims its tier itself,
+as before. So each settle is still followed by a trim of its tier, at most 10 ms and one trim
+after the answer, and ListTasks starts and waits for the trims owed to the caller's answered
+settles (:meth:`Retention.settled`), so a caller never lists its tier past the bound. Other
+stores (the memory store's trim is O(1) under the bound) trim inline, as part of the settle.
 """
 
 from __future__ import annotations
@@ -35,17 +35,23 @@ log = logging.getLogger("flask_a2a")
 
 #: Tiers whose trim may wait for a background thread at once; past it a settle trims inline.
 MAX_DEFERRED_TIERS: t.Final = 256
+#: A deferred trim starts this long after the settle that asked for it, so the tier's next
+#: settles (a sequential caller's next few requests, or a burst) share it; a ListTasks of the
+#: owner starts it at once.
+GATHER_SECONDS = 0.01
 
 
 class _Deferred:
     """One tier's background trim: settles that asked for it, and how many a finished trim
     covered (a trim covers every settle counted before it started)."""
 
-    __slots__ = ("asked", "covered")
+    __slots__ = ("asked", "covered", "hurry")
 
     def __init__(self) -> None:
         self.asked = 1
         self.covered = 0
+        #: Set by a caller waiting for the trim (``settled``): it starts now, not after the wait.
+        self.hurry = threading.Event()
 
 
 class Retention:
@@ -97,6 +103,8 @@ class Retention:
             return True
         with self._lock:
             owed = [(d, d.asked) for tier, d in self._deferred.items() if tier.owner == owner]
+            for deferred, _ in owed:
+                deferred.hurry.set()
             return self._trimmed.wait_for(
                 lambda: all(d.covered >= asked for d, asked in owed), timeout
             )
@@ -178,6 +186,7 @@ class Retention:
         assert trimmer is not None
         try:
             while True:
+                deferred.hurry.wait(GATHER_SECONDS)  # the tier's next settles join this trim
                 with self._lock:  # this trim covers every settle counted so far
                     asked = deferred.asked
                 try:
