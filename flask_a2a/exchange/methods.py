@@ -183,6 +183,7 @@ class Exchange:
             limit=params.get("page_size", 50),
             cursor=_untoken(params["page_token"]) if params.get("page_token") else None,
         )
+        self.retention.settled(principal.owner)  # trims after answered settles are done
         if self.store.filters_scope and self.store.filters_tenant:
             page = self.store.list_tasks(query)
             # A store that declares filtering wrongly still hands out no other tier's task.

@@ -108,7 +108,9 @@ class Store(t.Protocol):
     #: The store filters ListTasks by tenant in its query (else the server walks).
     filters_tenant: bool
     # Optional: ``in_memory = True`` for a store that keeps nothing at rest (push secrets are
-    # then not sealed; read with ``holds_nothing_at_rest``).
+    # then not sealed; read with ``holds_nothing_at_rest``). ``deferred_trims = True`` for one
+    # whose ``trim_terminal_tasks`` is a round trip: retention then runs it just after a settle's
+    # answer, shared by the tier's settles meanwhile (``exchange/retention.py``).
 
     def create_task(self, record: TaskRecord) -> TaskRecord:
         """Store a new task as version 1, whatever version ``record`` carries (a run's held

@@ -35,7 +35,7 @@ from sqlalchemy.engine import Connection, Engine
 from ..protocol.limits import MAX_KEY, MAX_TASK_ID, refusal, unstorable
 from ..protocol.model import TERMINAL_STATES, PushConfig, TaskState, Tier
 from ..protocol.wire import dump_push_config, push_config_from_wire, task_from_wire
-from . import sql_counts, sql_mysql
+from . import sql_counts, sql_driver, sql_mysql
 from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
 from .rounds import RoundFailed, Rounds
 from .sql_engine import engine_from_url as engine_from_url
@@ -50,7 +50,11 @@ _ID = sql_mysql.Exact(MAX_TASK_ID).with_variant(
 #: A caller's key (owner, tenant, ids), matched exactly (MySQL: binary NO PAD collation).
 _KEY = sql_mysql.Exact(MAX_KEY)
 _CHUNK: t.Final = 500
+#: Rounds of up to this many creates are one multi-row INSERT statement (one text per size).
+_MULTI_ROWS: t.Final = 64
 _TERMINAL_STATES: t.Final = sorted(s.value for s in TERMINAL_STATES)
+#: The same as plain bound values (not an expanding IN): the trim's text is fixed.
+_TERMINAL_LITERALS: t.Final = [sa.literal(state) for state in _TERMINAL_STATES]
 
 
 class MissingTablesError(RuntimeError):
@@ -89,6 +93,19 @@ def _scope_text(scopes: tuple[str, ...] | None) -> str | None:
 
 def _scope_key(text: str | None) -> tuple[str, ...] | None:
     return None if text is None else tuple(json.loads(text))
+
+
+class _Columns:
+    """A DBAPI row's columns by name (the table's column positions)."""
+
+    __slots__ = ("_at", "_values")
+
+    def __init__(self, at: dict[str, int], values: tuple[t.Any, ...]) -> None:
+        self._at = at
+        self._values = values
+
+    def __getattr__(self, name: str) -> t.Any:
+        return self._values[self._at[name]]
 
 
 class _RoundRefused(Exception):
@@ -172,6 +189,9 @@ class SQLStore:
             shared = not (self.dialect == "sqlite" and in_memory)
         #: Other processes write these tables: the exchange polls them for foreign changes.
         self.shared = shared
+        #: A trim is a round trip (PostgreSQL, MySQL): retention runs it just after a settle's
+        #: answer, shared by the tier's settles meanwhile (``exchange/retention.py``).
+        self.deferred_trims = self.dialect != "sqlite"
         self.metadata = sa.MetaData()
         self.tasks = sa.Table(
             f"{table_prefix}tasks",
@@ -222,6 +242,10 @@ class SQLStore:
         )
         #: Creates arriving while one INSERT runs are stored together by the next.
         self._creates: Rounds[None, dict[str, t.Any]] = Rounds()
+        #: The hot statements' compiled text, run on the DBAPI cursor (``sql_driver``) when the
+        #: engine is the store's own (its connections carry the timeout and autocommit).
+        self._driver = sql_driver.Driver(engine) if self._autocommits else None
+        self._plain: dict[t.Hashable, sql_driver.Plain | None] = {}
         self._statements()
         #: The tables are known to be there (made here, or checked once when migrations own them).
         self._ready = create_tables
@@ -310,6 +334,37 @@ class SQLStore:
         with self.engine.connect() as conn:
             yield conn
 
+    def _plain_of(
+        self, key: t.Hashable, statement: t.Any, columns: list[str] | None = None
+    ) -> sql_driver.Plain | None:
+        """``statement`` compiled for the DBAPI cursor (once per ``key``); None: through
+        SQLAlchemy (not the store's own engine, or the statement needs SQLAlchemy's binding)."""
+        try:
+            return self._plain[key]
+        except KeyError:
+            pass
+        plain = None
+        if self._driver is not None:
+            if callable(statement):  # built only when first needed
+                statement = statement()
+            plain = sql_driver.compile_plain(self.engine, statement, columns)
+        self._plain[key] = plain
+        return plain
+
+    def _run(
+        self, key: t.Hashable, statement: t.Any, params: dict[str, t.Any],
+        columns: list[str] | None = None,
+    ) -> tuple[list[tuple[t.Any, ...]], int] | None:
+        """One autocommit statement on the DBAPI cursor: its rows and row count; None when it
+        must go through SQLAlchemy (see :meth:`_plain_of`)."""
+        plain = self._plain_of(key, statement, columns)
+        if plain is None:
+            return None
+        if not self._ready:
+            self._require_tables()
+        assert self._driver is not None
+        return self._driver.run(plain, params)
+
     def _open(self) -> None:
         """Create what is missing, in one bounded transaction."""
         with self._tx() as conn:
@@ -395,6 +450,10 @@ class SQLStore:
 
     # -- rows
 
+    def _record_of(self, values: tuple[t.Any, ...]) -> TaskRecord:
+        """A task row read on the DBAPI cursor (the table's columns, in order)."""
+        return self._record(_Columns(self._column_at, values))
+
     def _record(self, row: t.Any) -> TaskRecord:
         return TaskRecord(
             task=task_from_wire(json.loads(row.body)),
@@ -437,6 +496,7 @@ class SQLStore:
     def _statements(self) -> None:
         """The hot statements, built once: SQLAlchemy then caches their compiled form."""
         c = self.tasks.c
+        self._column_at = {column.name: i for i, column in enumerate(self.tasks.columns)}
         self._insert = self.tasks.insert()
         self._get = sa.select(self.tasks).where(c.id == sa.bindparam("task_id"))
         self._get_owned = self._get.where(c.owner == sa.bindparam("owner"))
@@ -467,6 +527,11 @@ class SQLStore:
         self._delete_one = self.tasks.delete().where(c.id == sa.bindparam("doomed"))
         self._trims: dict[tuple[bool, bool], t.Any] = {}
 
+    @staticmethod
+    def _shape(tier: Tier) -> tuple[bool, bool]:
+        """Which of the tier's keys are NULL: one prepared statement per shape."""
+        return (tier.tenant is None, tier.scopes is None)
+
     def _trim_statement(self, tier: Tier) -> t.Any:
         """Delete the tier's terminal rows past ``:keep`` and the owner's orphan configs.
 
@@ -474,14 +539,14 @@ class SQLStore:
         concurrent trims of one tier never wait on (or deadlock over) the same oldest rows;
         a row another trim holds is that trim's to delete.
         """
-        shape = (tier.tenant is None, tier.scopes is None)
+        shape = self._shape(tier)
         statement = self._trims.get(shape)
         if statement is not None:
             return statement
         c, pc = self.tasks.c, self.push_configs.c
         oldest = (
             sa.select(c.id)
-            .where(*self._tier_where(*shape), c.state.in_(_TERMINAL_STATES))
+            .where(*self._tier_where(*shape), c.state.in_(_TERMINAL_LITERALS))
             .order_by(c.status_ts.desc(), c.id.desc())
             .offset(sa.bindparam("keep"))
         )
@@ -548,24 +613,41 @@ class SQLStore:
         return record
 
     def _insert_rows(self, rows: list[dict[str, t.Any]]) -> None:
-        """One INSERT for a round's rows, in one transaction (psycopg pipelines the rows, and
-        on an autocommitting connection each would commit alone). Any failure of several rows
-        is retried row by row, so one caller's bad row (or a dropped connection) fails only
-        that caller."""
+        """One INSERT for a round's rows: on the store's own engine one multi-row ``VALUES``
+        statement (one autocommit round trip, atomic), else in one transaction (psycopg
+        pipelines the rows, and on an autocommitting connection each would commit alone). Any
+        failure of several rows is retried row by row, so one caller's bad row (or a dropped
+        connection) fails only that caller."""
         if len(rows) == 1:
-            with self._one() as conn:
-                conn.execute(self._insert, rows[0])
+            if self._run("insert", self._insert, rows[0], list(rows[0])) is None:
+                with self._one() as conn:
+                    conn.execute(self._insert, rows[0])
             return
         if self.mysql:  # tiers in one order: concurrent rounds take count rows in one order
             rows = sorted(rows, key=lambda row: (row["owner"], row["tenant"] or "",
                                                  row["scopes"] or ""))  # fmt: skip
         try:
+            if len(rows) <= _MULTI_ROWS:
+                keys = list(rows[0])
+                params = {f"{key}_{i}": value for i, row in enumerate(rows)
+                          for key, value in row.items()}  # fmt: skip
+                statement = lambda: self.tasks.insert().values(  # noqa: E731
+                    [{key: sa.bindparam(f"{key}_{i}") for key in keys} for i in range(len(rows))]
+                )
+                if self._run(("insert", len(rows)), statement, params) is not None:
+                    return
             with self._tx() as conn:
                 conn.execute(self._insert, rows)
         except sa.exc.SQLAlchemyError as exc:
             raise _RoundRefused() from exc
 
     def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
+        if owner is None:
+            ran = self._run("get", self._get, {"task_id": task_id})
+        else:
+            ran = self._run("get_owned", self._get_owned, {"task_id": task_id, "owner": owner})
+        if ran is not None:
+            return self._record_of(ran[0][0]) if ran[0] else None
         with self._one() as conn:
             if owner is None:
                 row = conn.execute(self._get, {"task_id": task_id}).first()
@@ -587,17 +669,22 @@ class SQLStore:
         }
         if self.mysql:
             return self._update_mysql(record, expected_version, values)
-        with self._one() as conn:
-            row = conn.execute(self._update, values).first()
+        ran = self._run("update", self._update, values)
+        if ran is not None:
+            row = ran[0][0] if ran[0] else None
+        else:
+            with self._one() as conn:
+                row = conn.execute(self._update, values).first()
         if row is None:  # the row moved (or is gone): say what it holds now
             raise StaleTaskError(self.get_task(task.id))
         # Creation-time ownership comes from the row, whatever the caller's record says.
+        owner, tenant, scopes, created_at = row
         return TaskRecord(
             task=task,
-            owner=row.owner,
-            tenant=row.tenant,
-            scopes=_scope_key(row.scopes),
-            created_at=_datetime(row.created_at),
+            owner=owner,
+            tenant=tenant,
+            scopes=_scope_key(scopes),
+            created_at=_datetime(created_at),
             version=expected_version + 1,
             skill=record.skill,
         )
@@ -612,8 +699,12 @@ class SQLStore:
             "was_scopes": _scope_text(record.scopes),
             "was_created_at": _micros(record.created_at),
         }  # fmt: skip
-        with self._one() as conn:
-            matched = conn.execute(self._update_owned, owned).rowcount
+        ran = self._run("update_owned", self._update_owned, owned)
+        if ran is not None:
+            matched = ran[1]
+        else:
+            with self._one() as conn:
+                matched = conn.execute(self._update_owned, owned).rowcount
         if matched == 1:
             return dataclasses.replace(record, version=expected_version + 1)
         current = self.get_task(record.task.id)
@@ -710,6 +801,9 @@ class SQLStore:
         if self.mysql:
             return self._trim_mysql(tier, statement, params)
         if self.dialect == "postgresql":  # one statement, run after every settle
+            ran = self._run(("trim", *self._shape(tier)), statement, params)
+            if ran is not None:
+                return [row[0] for row in ran[0]]
             with self._one() as conn:
                 return list(conn.execute(statement, params).scalars())
         pc = self.push_configs.c
@@ -727,12 +821,21 @@ class SQLStore:
         owner's orphan configs. A trim takes its task rows first, never waits on a task row,
         and takes its tier's count row last, so trims and settles never wait in a cycle."""
         c, pc = self.tasks.c, self.push_configs.c
-        with self._one() as conn:
-            candidates = list(conn.execute(oldest, params).scalars())
+        ran = self._run(("trim", *self._shape(tier)), oldest, params)
+        if ran is not None:
+            candidates = [row[0] for row in ran[0]]
+        else:
+            with self._one() as conn:
+                candidates = list(conn.execute(oldest, params).scalars())
         doomed: list[str] = []
         skip = sql_mysql.skip_locked(self.engine.dialect)
         for start in range(0, len(candidates), _CHUNK):
             chunk = candidates[start : start + _CHUNK]
+            if self._driver is not None and len(chunk) <= _MULTI_ROWS:
+                trimmed = self._trim_mysql_chunk(tier, chunk, skip)
+                if trimmed is not None:
+                    doomed.extend(trimmed)
+                    continue
             with self._tx() as conn:
                 locked = sa.select(c.id).where(c.id.in_(chunk), c.state.in_(_TERMINAL_STATES))
                 ids = list(conn.execute(locked.with_for_update(skip_locked=skip)).scalars())
@@ -745,6 +848,35 @@ class SQLStore:
                 conn.execute(self.push_configs.delete().where(pc.owner == tier.owner, ~alive))
             doomed.extend(ids)
         return doomed
+
+    def _trim_mysql_chunk(self, tier: Tier, chunk: list[str], skip: bool) -> list[str] | None:
+        """:meth:`_trim_mysql`'s transaction for one chunk, on the DBAPI cursor (statements
+        compiled once per chunk size); None: it must go through SQLAlchemy."""
+        c, pc = self.tasks.c, self.push_configs.c
+        n = len(chunk)
+
+        def locking() -> t.Any:
+            listed: list[t.Any] = [sa.bindparam(f"id_{i}") for i in range(n)]
+            locked = sa.select(c.id).where(c.id.in_(listed), c.state.in_(_TERMINAL_LITERALS))
+            return locked.with_for_update(skip_locked=skip)
+
+        def orphans() -> t.Any:
+            alive = sa.select(c.id).where(c.id == pc.task_id).exists()
+            return self.push_configs.delete().where(pc.owner == sa.bindparam("owner"), ~alive)
+
+        lock = self._plain_of(("trim_lock", n), locking)
+        delete = self._plain_of("delete_one", self._delete_one)
+        orphan = self._plain_of("orphans", orphans)
+        if self._driver is None or lock is None or delete is None or orphan is None:
+            return None
+        with self._driver.transaction() as tx:
+            ids = [row[0] for row in tx.run(lock, {f"id_{i}": v for i, v in enumerate(chunk)})]
+            if ids:
+                # One primary-key DELETE per row: an IN list may be planned as a scan that
+                # waits on rows another trim holds while this one holds the count row.
+                tx.many(delete, [{"doomed": task_id} for task_id in ids])
+                tx.run(orphan, {"owner": tier.owner})
+        return ids
 
     # -- push configs
 
