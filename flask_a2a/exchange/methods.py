@@ -51,7 +51,7 @@ from .router import Skill
 from .runner import Runner
 from .runs import Runs, visible_record
 from .streams import HEADERS as SSE_HEADERS
-from .streams import Seats, relay
+from .streams import Seats, off_stack, relay
 from .tasks import Run, TaskUpdater, credential_headers
 from .writer import TaskWriter, is_final
 
@@ -362,6 +362,9 @@ class Exchange:
             self.runner.spawn(lambda: replicas.check_now(run))
 
     def send_streaming_message(self, call: Call) -> Reply:
+        return off_stack(lambda: self._send_streaming(call), _close_stream)
+
+    def _send_streaming(self, call: Call) -> Reply:
         message, config = self._message_params(call)
         seat = self.seats.take(call.principal.owner)
         try:
@@ -375,6 +378,9 @@ class Exchange:
         return self._stream_reply(call, record, subscription, seat)
 
     def subscribe_to_task(self, call: Call) -> Reply:
+        return off_stack(lambda: self._subscribe(call), _close_stream)
+
+    def _subscribe(self, call: Call) -> Reply:
         params = wire.load_params(wire.schema(wire.SubscribeToTaskRequestSchema), call.params)
         record = self.visible_record(params["id"], call.principal)
         if record.state.terminal:
@@ -383,11 +389,14 @@ class Exchange:
                 metadata={"taskId": record.task.id},
             )
         seat = self.seats.take(call.principal.owner)
+        subscription = None
         try:
             subscription = self.bus.subscribe(record.task.id)
             # Re-read after subscribing: the snapshot's version bounds what the bus may skip.
             record = self.store.get_task(record.task.id) or record
         except BaseException:
+            if subscription is not None:
+                subscription.close()
             seat.release()
             raise
         return self._stream_reply(call, record, subscription, seat)
@@ -496,6 +505,13 @@ class Exchange:
             )
         finally:
             self.bus.close()
+
+
+def _close_stream(reply: Reply) -> None:
+    """A stream its caller will never read: free its seat and subscription."""
+    close = getattr(reply.body, "close", None)
+    if close is not None:
+        close()
 
 
 class StreamPause:

@@ -16,6 +16,9 @@ from ..protocol.errors import StreamSeatsExhaustedError
 from ..protocol.model import Message, Task
 from . import peer
 from .bus import BusEvent, Subscription
+from .runner import gevent_patched
+
+T = t.TypeVar("T")
 
 KEEPALIVE: t.Final = ": keep-alive\n\n"
 HEADERS: t.Final = (
@@ -28,6 +31,34 @@ HEADERS: t.Final = (
 def frame(response_json: str) -> str:
     """One SSE event holding one complete JSON-RPC response."""
     return "data: " + response_json + "\n\n"
+
+
+def off_stack(fn: t.Callable[[], T], undo: t.Callable[[T], None]) -> T:
+    """``fn()``, under gevent on a short-lived greenlet (in a copy of the caller's context).
+
+    A greenlet's Python frames live in its own data stack, and every page a deep call touches
+    there stays in the process's memory for as long as the greenlet lives: for a stream's
+    greenlet, as long as the stream is open. Opening a stream goes deepest (params through
+    marshmallow, store reads), so it runs here, and the stream's greenlet keeps one page.
+
+    :param undo: takes back what ``fn`` returned when the caller was interrupted (killed, timed
+        out) while waiting for it: nobody else will.
+    """
+    if not gevent_patched():
+        return fn()
+    import contextvars
+
+    import gevent
+
+    helper = gevent.spawn(contextvars.copy_context().run, fn)
+    try:
+        return t.cast(T, helper.get())
+    except BaseException:
+        if not helper.ready():
+            helper.link_value(lambda done: undo(done.value))
+        elif helper.successful():
+            undo(helper.value)
+        raise
 
 
 class Seat:
