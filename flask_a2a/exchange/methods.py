@@ -256,12 +256,15 @@ class Exchange:
         subscription: t.Any,
         seat: t.Any,
     ) -> Reply:
-        request_id_json = jsonrpc.encode_id(call.id)
+        # What a stream keeps is what it needs: not the call (its params, its HTTP request).
+        head = None if call.binding == "rest" else (
+            '{"jsonrpc":"2.0","id":' + jsonrpc.encode_id(call.id) + ',"result":'
+        )
 
         def wrap(result_json: str) -> str:
-            if call.binding == "rest":  # HTTP+JSON: each event is the bare StreamResponse
+            if head is None:  # HTTP+JSON: each event is the bare StreamResponse
                 return result_json
-            return '{"jsonrpc":"2.0","id":' + request_id_json + ',"result":' + result_json + "}"
+            return head + result_json + "}"
 
         principal = call.principal
         refresher = call.http.principal_refresher
@@ -293,7 +296,7 @@ class Exchange:
             poll=self._poller(record.task.id, pause),
             poll_interval=self.settings.replica_poll_interval if self.replicas else None,
             client_socket=call.http.client_socket,
-            snapshot=self._snapshot(record.task.id),
+            snapshot=self._snapshot(record.task.id) if held else None,
             ends=pause.ends_at if pause is not None else None,
         )
         return Reply(200, list(SSE_HEADERS), body)

@@ -50,19 +50,39 @@ def off_stack(fn: t.Callable[[], T], undo: t.Callable[[T], None]) -> T:
 
     import gevent
 
-    helper = gevent.spawn(contextvars.copy_context().run, fn)
+    # Its outcome comes back as a value: gevent would print a greenlet's exception (a refusal
+    # such as a 429 is an answer, not a crash), and the caller raises it here.
+    helper = gevent.spawn(_outcome, contextvars.copy_context(), fn)
     try:
-        return t.cast(T, helper.get())
+        done, value = helper.get()
     except BaseException:
         if not helper.ready():
-            helper.link_value(lambda done: undo(done.value))
-        elif helper.successful():
-            undo(helper.value)
+            helper.link_value(lambda finished: _undo(finished.value, undo))
+        else:
+            _undo(helper.value, undo)
         raise
+    if not done:
+        raise value
+    return t.cast(T, value)
+
+
+def _outcome(context: t.Any, fn: t.Callable[[], T]) -> tuple[bool, t.Any]:
+    try:
+        return True, context.run(fn)
+    except BaseException as exc:  # noqa: BLE001 (handed back to the caller, who raises it)
+        return False, exc
+
+
+def _undo(outcome: tuple[bool, t.Any], undo: t.Callable[[t.Any], None]) -> None:
+    done, value = outcome
+    if done:
+        undo(value)
 
 
 class Seat:
     """One open stream of one owner; evicting it closes the stream's subscription."""
+
+    __slots__ = ("seats", "owner", "subscription", "evicted", "released")
 
     def __init__(self, seats: Seats, owner: str) -> None:
         self.seats = seats
@@ -132,6 +152,8 @@ class Relay:
     """A stream body: iterates the relay generator; ``close()`` frees the seat even when the
     client left before the generator ever started (closing an unstarted generator runs no
     ``finally``)."""
+
+    __slots__ = ("_events", "_subscription", "_seat")
 
     def __init__(self, events: t.Iterator[str], subscription: Subscription, seat: Seat) -> None:
         self._events = events
@@ -239,6 +261,7 @@ def _relay(
         yield frame(wrap(first))
         if first_final:
             return
+        first = None  # shown: an idle stream need not hold the snapshot's JSON
         version = first_version
         every = keepalive if poll_interval is None else min(keepalive, poll_interval)
         wait = min(every, peer.CHECK_INTERVAL) if check_left else every
