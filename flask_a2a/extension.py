@@ -426,15 +426,17 @@ def _principal_refresher() -> t.Callable[[], Principal | None]:
     """For a stream, called inside its request: re-resolves the caller later, at keep-alives.
 
     Re-runs the app's own before-request hooks (its auth) and the principal hook in a fresh
-    request context built from a copy of this request's environ.
+    request context built from a copy of this request's environ, made at each re-check (the
+    server holds the environ for the whole response; an idle stream holds no copy).
     """
     state = _state()
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    environ = {k: v for k, v in request.environ.items() if not k.startswith("werkzeug.")}
-    environ["wsgi.input"] = io.BytesIO(b"")
-    environ["CONTENT_LENGTH"] = "0"
+    original = request.environ
 
     def refresh() -> Principal | None:
+        environ = {k: v for k, v in original.items() if not k.startswith("werkzeug.")}
+        environ["wsgi.input"] = io.BytesIO(b"")
+        environ["CONTENT_LENGTH"] = "0"
         with app.request_context(environ):
             if app.preprocess_request() is not None:
                 return None
