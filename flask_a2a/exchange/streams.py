@@ -41,42 +41,52 @@ def off_stack(fn: t.Callable[[], T], undo: t.Callable[[T], None]) -> T:
     greenlet, as long as the stream is open. Opening a stream goes deepest (params through
     marshmallow, store reads), so it runs here, and the stream's greenlet keeps one page.
 
+    The helper is a plain greenlet the caller switches to and that returns to it (no trip
+    through the hub, and no gevent spawn record, which would keep the caller's frames).
+
     :param undo: takes back what ``fn`` returned when the caller was interrupted (killed, timed
-        out) while waiting for it: nobody else will.
+        out) while ``fn`` waited for I/O: nobody else will.
     """
     if not gevent_patched():
         return fn()
     import contextvars
 
-    import gevent
+    from greenlet import greenlet
 
-    # Its outcome comes back as a value: gevent would print a greenlet's exception (a refusal
-    # such as a 429 is an answer, not a crash), and the caller raises it here.
-    helper = gevent.spawn(_outcome, contextvars.copy_context(), fn)
+    helper = _Helper(contextvars.copy_context(), fn, undo)
+    child = greenlet(helper.run)  # its parent: this greenlet, which it returns to
     try:
-        done, value = helper.get()
+        done, value = child.switch()
     except BaseException:
-        if not helper.ready():
-            helper.link_value(lambda finished: _undo(finished.value, undo))
-        else:
-            _undo(helper.value, undo)
+        if not child.dead:  # parked on I/O: it finishes on its own, into the hub, and undoes
+            from gevent import get_hub
+
+            helper.abandoned = True
+            child.parent = get_hub()
         raise
     if not done:
         raise value
     return t.cast(T, value)
 
 
-def _outcome(context: t.Any, fn: t.Callable[[], T]) -> tuple[bool, t.Any]:
-    try:
-        return True, context.run(fn)
-    except BaseException as exc:  # noqa: BLE001 (handed back to the caller, who raises it)
-        return False, exc
+class _Helper:
+    __slots__ = ("context", "fn", "undo", "abandoned")
 
+    def __init__(self, context: t.Any, fn: t.Callable[[], t.Any], undo: t.Callable[[t.Any], None]):
+        self.context = context
+        self.fn = fn
+        self.undo = undo
+        self.abandoned = False
 
-def _undo(outcome: tuple[bool, t.Any], undo: t.Callable[[t.Any], None]) -> None:
-    done, value = outcome
-    if done:
-        undo(value)
+    def run(self) -> tuple[bool, t.Any]:
+        """The outcome as a value (an exception is the caller's to raise, in its greenlet)."""
+        try:
+            value = self.context.run(self.fn)
+        except BaseException as exc:  # noqa: BLE001 (handed back to the caller, who raises it)
+            return False, exc
+        if self.abandoned:
+            self.undo(value)
+        return True, value
 
 
 class Seat:
