@@ -109,6 +109,13 @@ class Seat:
     def release(self) -> None:
         self.seats.release(self)
 
+    def client_left(self) -> None:
+        """The client closed its connection: free the seat now, and end the stream (its next
+        write would only fail)."""
+        self.release()
+        if self.subscription is not None:
+            self.subscription.close("client left")
+
 
 class Seats:
     #: Counts seats in use and refusals (``a2a_stream_seats_in_use``); set by the exchange.
@@ -260,7 +267,7 @@ def _relay(
         if seat.evicted:
             return
         if peer.watchable(client_socket):
-            stop_watch = peer.watch(client_socket, lambda: _client_left(subscription, seat))
+            stop_watch = peer.watch(client_socket, seat.client_left)
             check_left = stop_watch is None  # no greenlet to wait for it: look when idle
         if first is None:
             left = (lambda: peer.left(client_socket)) if check_left else None
@@ -317,10 +324,3 @@ def _relay(
             stop_watch()
         subscription.close()
         seat.release()
-
-
-def _client_left(subscription: Subscription, seat: Seat) -> None:
-    """The client closed its connection: free the seat now, and end the stream (its next
-    write would only fail)."""
-    seat.release()
-    subscription.close("client left")
