@@ -429,20 +429,29 @@ def _principal_refresher() -> t.Callable[[], Principal | None]:
     request context built from a copy of this request's environ, made at each re-check (the
     server holds the environ for the whole response; an idle stream holds no copy).
     """
-    state = _state()
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    original = request.environ
+    return _Refresh(app, _state(), request.environ)
 
-    def refresh() -> Principal | None:
-        environ = {k: v for k, v in original.items() if not k.startswith("werkzeug.")}
+
+class _Refresh:
+    """A stream's principal re-check (one small object: every idle stream holds one)."""
+
+    __slots__ = ("app", "state", "environ")
+
+    def __init__(self, app: Flask, state: A2AState, environ: dict[str, t.Any]) -> None:
+        self.app = app
+        self.state = state
+        self.environ = environ
+
+    def __call__(self) -> Principal | None:
+        environ = {k: v for k, v in self.environ.items() if not k.startswith("werkzeug.")}
         environ["wsgi.input"] = io.BytesIO(b"")
         environ["CONTENT_LENGTH"] = "0"
+        app = self.app
         with app.request_context(environ):
             if app.preprocess_request() is not None:
                 return None
-            return state.resolve_principal()
-
-    return refresh
+            return self.state.resolve_principal()
 
 
 def _blueprint(settings: Settings, cards: CardPublisher) -> Blueprint:

@@ -49,16 +49,26 @@ def left(sock: t.Any) -> bool:
         return True
 
 
-def watch(sock: t.Any, on_left: t.Callable[[], None]) -> t.Callable[[], None] | None:
-    """Under gevent: call ``on_left`` once the client leaves; returns the function that stops
-    watching (call it before the server closes the socket). None elsewhere: poll :func:`left`.
+class Watch(t.Protocol):
+    def stop(self) -> None:
+        """Stop watching (before the server closes the socket)."""
+
+
+def watch(sock: t.Any, on_left: t.Callable[[], None]) -> Watch | None:
+    """Under gevent: call ``on_left`` once the client leaves; returns the watch, whose
+    ``stop()`` ends it (call it before the server closes the socket). None elsewhere: poll
+    :func:`left`.
     """
     if not gevent_patched():
         return None
     try:
-        return _Watch(sock, on_left).stop
+        return _Watch(sock, on_left)
     except (OSError, ValueError):  # no file descriptor any more: :func:`left` says it is gone
         return None
+
+
+def _readable(watch: _Watch) -> None:
+    watch.readable()
 
 
 class _Watch:
@@ -75,9 +85,9 @@ class _Watch:
         self.on_left = on_left
         self.checker: t.Any = None
         self.watcher = get_hub().loop.io(sock.fileno(), 1)  # 1: readable
-        self.watcher.start(self._readable)
+        self.watcher.start(_readable, self)
 
-    def _readable(self) -> None:
+    def readable(self) -> None:
         import gevent
 
         self.watcher.stop()  # one look: a client that sent bytes is not watched any further

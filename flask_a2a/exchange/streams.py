@@ -28,6 +28,19 @@ HEADERS: t.Final = (
 )
 
 
+class Feed(t.Protocol):
+    """What a stream asks of its exchange (``methods._Feed``)."""
+
+    def wrap(self, result_json: str) -> str:
+        """A StreamResponse's JSON as the event sent (a whole JSON-RPC response, or as is)."""
+
+    def still_allowed(self) -> bool:
+        """Re-resolves the caller (at each keep-alive); False ends the stream."""
+
+    def poll(self, version: int) -> tuple[str, int, bool] | None:
+        """The stored task when newer than ``version`` (result JSON, version, final)."""
+
+
 def frame(response_json: str) -> str:
     """One SSE event holding one complete JSON-RPC response."""
     return "data: " + response_json + "\n\n"
@@ -199,7 +212,7 @@ def relay(**kwargs: t.Any) -> Relay:
 def _opening(
     subscription: Subscription,
     keepalive: float,
-    still_allowed: t.Callable[[], bool] | None,
+    feed: Feed,
     snapshot: t.Callable[[], tuple[str, int, bool] | None] | None,
     left: t.Callable[[], bool] | None = None,
 ) -> t.Generator[str, None, tuple[str, int, bool] | None]:
@@ -217,7 +230,7 @@ def _opening(
                 return None
             if time.monotonic() < beat_at:
                 continue
-            if still_allowed is not None and not still_allowed():
+            if not feed.still_allowed():
                 return None
             yield KEEPALIVE
             beat_at = time.monotonic() + keepalive
@@ -237,9 +250,7 @@ def _relay(
     subscription: Subscription,
     seat: Seat,
     keepalive: float,
-    wrap: t.Callable[[str], str],
-    still_allowed: t.Callable[[], bool] | None = None,
-    poll: t.Callable[[int], tuple[str, int, bool] | None] | None = None,
+    feed: Feed,
     poll_interval: float | None = None,
     client_socket: t.Any = None,
     snapshot: t.Callable[[], tuple[str, int, bool] | None] | None = None,
@@ -250,10 +261,10 @@ def _relay(
     :param first: the snapshot's StreamResponse JSON; ``None`` for a task its run still
         holds: the first event then comes from the bus (:func:`_opening`).
     :param snapshot: reads the stored task (result JSON, version, final) for that case.
-    :param wrap: turns a StreamResponse's JSON into a whole JSON-RPC response.
-    :param still_allowed: re-resolves the caller at each keep-alive; False ends the stream.
-    :param poll: reads the store for a newer version than the one given (replicas, or a run
-        that ended without settling); returns (result JSON, version, final) or None.
+    :param feed: the exchange's side (one object: an idle stream holds little): ``wrap`` turns
+        a StreamResponse's JSON into the event sent; ``still_allowed`` re-resolves the caller
+        at each keep-alive (False ends the stream); ``poll`` reads the store for a newer
+        version than the one given (replicas, or a run that ended without settling).
     :param poll_interval: poll this often when idle (a store shared by replicas); by default
         the store is polled only at keep-alives.
     :param client_socket: the connection's socket, when the server exposes it: a client that
@@ -261,21 +272,21 @@ def _relay(
     :param ends: whether a bus event ends the stream (by default its ``final`` flag).
     """
     seat.subscription = subscription
-    stop_watch: t.Callable[[], None] | None = None
+    watching: peer.Watch | None = None
     check_left = False
     try:
         if seat.evicted:
             return
         if peer.watchable(client_socket):
-            stop_watch = peer.watch(client_socket, seat.client_left)
-            check_left = stop_watch is None  # no greenlet to wait for it: look when idle
+            watching = peer.watch(client_socket, seat.client_left)
+            check_left = watching is None  # no watcher waits for it: look when idle
         if first is None:
             left = (lambda: peer.left(client_socket)) if check_left else None
-            opened = yield from _opening(subscription, keepalive, still_allowed, snapshot, left)
+            opened = yield from _opening(subscription, keepalive, feed, snapshot, left)
             if opened is None:
                 return
             first, first_version, first_final = opened
-        yield frame(wrap(first))
+        yield frame(feed.wrap(first))
         if first_final:
             return
         first = None  # shown: an idle stream need not hold the snapshot's JSON
@@ -296,17 +307,16 @@ def _relay(
                         continue  # woke only to look at the client's socket
                     due = time.monotonic() + every
                 beat = poll_interval is None or time.monotonic() >= beat_at
-                if beat and still_allowed is not None and not still_allowed():
+                if beat and not feed.still_allowed():
                     return
-                if poll is not None:
-                    polled = poll(version)
-                    if polled is not None:
-                        result_json, version, final = polled
-                        yield frame(wrap(result_json))
-                        if final:
-                            return
-                        beat_at = time.monotonic() + keepalive
-                        continue
+                polled = feed.poll(version)
+                if polled is not None:
+                    result_json, version, final = polled
+                    yield frame(feed.wrap(result_json))
+                    if final:
+                        return
+                    beat_at = time.monotonic() + keepalive
+                    continue
                 if beat:
                     yield KEEPALIVE
                     beat_at = time.monotonic() + keepalive
@@ -316,11 +326,11 @@ def _relay(
             if event.version <= version:
                 continue  # already reflected by the snapshot (or a poll)
             version = event.version
-            yield frame(wrap(event.result_json))
+            yield frame(feed.wrap(event.result_json))
             if event.final if ends is None else ends(event):
                 return
     finally:
-        if stop_watch is not None:
-            stop_watch()
+        if watching is not None:
+            watching.stop()
         subscription.close()
         seat.release()
