@@ -418,8 +418,22 @@ def _answer(state: A2AState, reply: Reply) -> Response:
         metadata = state.cards.base_url() + PROTECTED_RESOURCE_PATH + state.settings.path
         reply.headers = [(k, v) for k, v in reply.headers if k != "WWW-Authenticate"]
         reply.headers.append(("WWW-Authenticate", f'Bearer resource_metadata="{metadata}"'))
-    # Streams yield str frames; werkzeug encodes each as it is yielded (never buffered).
+    if reply.streaming:  # each event written as it is yielded (never buffered)
+        return _StreamResponse(reply.body, reply.status, reply.headers)
     return Response(reply.body, reply.status, reply.headers)
+
+
+class _StreamResponse(Response):
+    """A stream's response hands the relay (which yields bytes) to the server as it is, not
+    wrapped in werkzeug's encoding generator and closing iterator: an idle stream's greenlet
+    then parks two interpreter calls shallower, and their frames and C stack (~3 KB a stream)
+    are not kept. With ``call_on_close`` callbacks (an ``after_request`` hook may add some) it
+    answers as any response does, so they run when the stream closes."""
+
+    def get_app_iter(self, environ: t.Any) -> t.Iterable[bytes]:
+        if getattr(self, "_on_close", None) or environ.get("REQUEST_METHOD") == "HEAD":
+            return super().get_app_iter(environ)
+        return t.cast(t.Iterable[bytes], self.response)
 
 
 def _principal_refresher() -> t.Callable[[], Principal | None]:

@@ -21,6 +21,7 @@ from .runner import gevent_patched
 T = t.TypeVar("T")
 
 KEEPALIVE: t.Final = ": keep-alive\n\n"
+_KEEPALIVE: t.Final = KEEPALIVE.encode()
 HEADERS: t.Final = (
     ("Content-Type", "text/event-stream; charset=utf-8"),
     ("Cache-Control", "no-store"),
@@ -179,21 +180,24 @@ class Seats:
 
 
 class Relay:
-    """A stream body: iterates the relay generator; ``close()`` frees the seat even when the
-    client left before the generator ever started (closing an unstarted generator runs no
+    """A stream body: iterates the relay generator, whose events come encoded (UTF-8 bytes:
+    the server can write them as they are); ``close()`` frees the seat even when the client
+    left before the generator ever started (closing an unstarted generator runs no
     ``finally``)."""
 
     __slots__ = ("_events", "_subscription", "_seat")
 
-    def __init__(self, events: t.Iterator[str], subscription: Subscription, seat: Seat) -> None:
+    def __init__(
+        self, events: t.Iterator[bytes], subscription: Subscription, seat: Seat
+    ) -> None:
         self._events = events
         self._subscription = subscription
         self._seat = seat
 
-    def __iter__(self) -> t.Iterator[str]:
+    def __iter__(self) -> t.Iterator[bytes]:
         return self._events
 
-    def __next__(self) -> str:
+    def __next__(self) -> bytes:
         return next(self._events)
 
     def close(self) -> None:
@@ -215,7 +219,7 @@ def _opening(
     feed: Feed,
     snapshot: t.Callable[[], tuple[str, int, bool] | None] | None,
     left: t.Callable[[], bool] | None = None,
-) -> t.Generator[str, None, tuple[str, int, bool] | None]:
+) -> t.Generator[bytes, None, tuple[str, int, bool] | None]:
     """Wait for a held task's first event (keep-alives meanwhile): the Task the run shows at
     its handler's first change, or the one Message it replies with instead (final). A first
     event of another kind (a shutdown's cancel) is answered with the stored task.
@@ -232,7 +236,7 @@ def _opening(
                 continue
             if not feed.still_allowed():
                 return None
-            yield KEEPALIVE
+            yield _KEEPALIVE
             beat_at = time.monotonic() + keepalive
             continue
         if event.gone:
@@ -255,7 +259,7 @@ def _relay(
     client_socket: t.Any = None,
     snapshot: t.Callable[[], tuple[str, int, bool] | None] | None = None,
     ends: t.Callable[[BusEvent], bool] | None = None,
-) -> t.Iterator[str]:
+) -> t.Iterator[bytes]:
     """Yield the snapshot, then every newer event, until a final one; keep-alive when idle.
 
     :param first: the snapshot's StreamResponse JSON; ``None`` for a task its run still
@@ -286,7 +290,7 @@ def _relay(
             if opened is None:
                 return
             first, first_version, first_final = opened
-        yield frame(feed.wrap(first))
+        yield frame(feed.wrap(first)).encode()
         if first_final:
             return
         first = None  # shown: an idle stream need not hold the snapshot's JSON
@@ -312,13 +316,13 @@ def _relay(
                 polled = feed.poll(version)
                 if polled is not None:
                     result_json, version, final = polled
-                    yield frame(feed.wrap(result_json))
+                    yield frame(feed.wrap(result_json)).encode()
                     if final:
                         return
                     beat_at = time.monotonic() + keepalive
                     continue
                 if beat:
-                    yield KEEPALIVE
+                    yield _KEEPALIVE
                     beat_at = time.monotonic() + keepalive
                 continue
             if event.gone:
@@ -326,7 +330,7 @@ def _relay(
             if event.version <= version:
                 continue  # already reflected by the snapshot (or a poll)
             version = event.version
-            yield frame(feed.wrap(event.result_json))
+            yield frame(feed.wrap(event.result_json)).encode()
             if event.final if ends is None else ends(event):
                 return
     finally:
