@@ -48,7 +48,7 @@ class BusHooks:
 class Subscription:
     """One stream's view of one task: a bounded queue it drains at its own pace (one reader).
 
-    Under gevent an idle reader parks on the hub (a ``Waiter`` and a timer) and the queue is
+    Under gevent an idle reader parks on the hub (with a timer) and the queue is
     made at the first event: an idle stream's subscription is a few hundred bytes, and its
     greenlet parks at a shallow depth of C stack (a parked greenlet keeps that on the heap).
     Under threads it waits on a condition.
@@ -56,7 +56,7 @@ class Subscription:
 
     __slots__ = (
         "bus", "task_id", "limit", "closed", "reason", "_events", "_cond", "_hub", "_waiter",
-        "_thread",
+        "_wakeup", "_thread",
     )
 
     def __init__(self, bus: Bus, task_id: str, limit: int) -> None:
@@ -67,7 +67,9 @@ class Subscription:
         #: Why the subscription was closed from outside ("overflow", "evicted", ...).
         self.reason = ""
         self._events: collections.deque[BusEvent] | None = None
+        #: Under gevent, while parked: the parked greenlet's switch, and the wake-up scheduled.
         self._waiter: t.Any = None
+        self._wakeup: t.Any = None
         self._hub, self._thread = _gevent_hub()
         self._cond = threading.Condition(threading.Lock()) if self._hub is None else None
 
@@ -107,32 +109,39 @@ class Subscription:
         return self._events.popleft() if self._events else None
 
     def _park(self, timeout: float | None) -> None:
-        """Under gevent: wait on the hub until woken by :meth:`_wake` or ``timeout``."""
-        from gevent.hub import Waiter
+        """Under gevent: wait on the hub until woken by :meth:`_wake` or ``timeout``.
+
+        The greenlet parks on the hub itself: the timer and the wake-up switch straight to it,
+        and whichever did not wake it is cancelled before it runs on, so neither can switch
+        to it later (a stray switch would land in some other wait of this greenlet)."""
+        from greenlet import getcurrent
 
         hub = self._hub
-        waiter = Waiter(hub)
+        switch = getcurrent().switch
         timer = None
         if timeout is not None:
             timer = hub.loop.timer(timeout)
-            timer.start(waiter.switch, None)
-        self._waiter = waiter
+            timer.start(switch)
+        self._waiter = switch
         try:
-            waiter.get()
+            hub.switch()
         finally:
             self._waiter = None
             if timer is not None:
                 timer.close()
+            wakeup, self._wakeup = self._wakeup, None
+            if wakeup is not None:
+                wakeup.stop()
 
     def _wake(self) -> None:
-        waiter, self._waiter = self._waiter, None
-        if waiter is None:
+        switch, self._waiter = self._waiter, None
+        if switch is None:
             return
-        # A Waiter is switched to from the hub; from another OS thread, through its wake-up.
+        # Switched to from the hub's callbacks; from another OS thread, through its wake-up.
         if _thread_id() == self._thread:
-            self._hub.loop.run_callback(waiter.switch, None)
+            self._wakeup = self._hub.loop.run_callback(switch)
         else:
-            self._hub.loop.run_callback_threadsafe(waiter.switch, None)
+            self._wakeup = self._hub.loop.run_callback_threadsafe(switch)
 
     def close(self, reason: str = "closed") -> None:
         if self._cond is None:
