@@ -399,3 +399,43 @@ def test_off_stack_undoes_what_an_interrupted_caller_never_got() -> None:
     gevent.sleep(0.2)
     assert undone == ["opened"]
     assert gevent.spawn(off_stack, slow, undone.append).get(timeout=5) == "opened"  # hub fine
+
+
+def test_a_stream_is_handed_to_the_server_as_is_unless_on_close_callbacks_wait(
+    stream_app: Flask, gate: Gate
+) -> None:
+    """The relay itself is the WSGI body (no werkzeug wrapping); a response with
+    ``call_on_close`` callbacks keeps werkzeug's closing iterator, so they run at the end."""
+    from werkzeug.test import run_wsgi_app
+
+    from flask_a2a.exchange.streams import Relay
+
+    closed: list[str] = []
+
+    @stream_app.after_request
+    def on_close(response: t.Any) -> t.Any:
+        if t.cast(t.Any, stream_app).config.get("ADD_ON_CLOSE"):
+            response.call_on_close(lambda: closed.append("closed"))
+        return response
+
+    sclient = A2ATestClient(stream_app, token="alice")
+    task_id = sclient.send(skill="gate", configuration={"returnImmediately": True})["task"]["id"]
+    body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask",
+                       "params": {"id": task_id}})
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/a2a", "SERVER_NAME": "localhost",
+               "SERVER_PORT": "80", "wsgi.url_scheme": "http", "CONTENT_TYPE": "application/json",
+               "HTTP_AUTHORIZATION": "Bearer alice", "HTTP_A2A_VERSION": "1.0",
+               "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body.encode()),
+               "wsgi.errors": io.StringIO(), "wsgi.multithread": True,
+               "wsgi.multiprocess": False, "wsgi.run_once": False, "wsgi.version": (1, 0)}
+    app_iter = stream_app.wsgi_app(dict(environ), lambda *a: None)
+    assert isinstance(app_iter, Relay)
+    assert next(iter(app_iter)).startswith(b"data: ")
+    app_iter.close()
+    stream_app.config["ADD_ON_CLOSE"] = True
+    environ["wsgi.input"] = io.BytesIO(body.encode())
+    app_iter, _, _ = run_wsgi_app(stream_app.wsgi_app, dict(environ))
+    assert next(iter(app_iter)).startswith(b"data: ")
+    t.cast(t.Any, app_iter).close()
+    assert closed == ["closed"]
+    gate.release.set()
