@@ -121,8 +121,11 @@ class _Pool:
         self.sel.close()
 
 
-def idle_streams(bench: t.Any, n: int) -> dict[str, t.Any]:
-    need = 30 + n / 500
+def idle_streams(bench: t.Any, sizes: tuple[int, ...]) -> dict[str, t.Any]:
+    """Open streams up to each count of ``sizes`` in turn on one worker; at each, worker RSS
+    per stream once every stream has had two keep-alives."""
+    n = sizes[-1]
+    need = 30 + n / 500 + 2 * KEEPALIVE_S * (len(sizes) - 1)
     if bench.left() < need:
         bench.skip("streams", f"time bound: {bench.left():.0f}s left, {need:.0f}s needed")
         return {}
@@ -131,8 +134,8 @@ def idle_streams(bench: t.Any, n: int) -> dict[str, t.Any]:
         "A2A_MAX_CONCURRENT_RUNS_PER_OWNER": "-1",
         "A2A_KEEPALIVE_INTERVAL": str(KEEPALIVE_S),
     }
-    bench.log(f"streams: opening {n} SubscribeToTask streams on one worker")
     command = gunicorn_command(A2A_APP, 1, connections=n + 500)
+    steps: list[dict[str, t.Any]] = []
     with Server(command, env, "/bench/ping") as server:
         send = _rpc("SendMessage", {
             "message": {"messageId": "gate-1", "role": "ROLE_USER", "parts": [{"text": "hold"}],
@@ -155,28 +158,38 @@ def idle_streams(bench: t.Any, n: int) -> dict[str, t.Any]:
         time.sleep(0.5)  # let the closed warm-up streams unwind (no event marks it)
         before = rss_kb(worker)
         pool = _Pool(port, request)
-        began = time.monotonic()
-        opened = pool.open(n, began + max(20.0, n / 200))
-        open_s = time.monotonic() - began
-        after_open = rss_kb(worker)
-        bench.log(f"streams: {opened}/{n} open in {open_s:.1f}s; waiting two keep-alives")
-        pool.pump(time.monotonic() + 2 * KEEPALIVE_S + 1.5)
-        after = rss_kb(worker)
-        alive = sum(1 for s in pool.streams if s.first and not s.closed and s.keepalives >= 2)
+        for size in sizes:
+            bench.log(f"streams: opening {size - len(pool.streams)} more SubscribeToTask "
+                      f"streams on one worker (to {size})")
+            began = time.monotonic()
+            count = [s.keepalives for s in pool.streams]
+            opened = pool.open(size, began + max(20.0, (size - len(pool.streams)) / 200))
+            open_s = time.monotonic() - began
+            after_open = rss_kb(worker)
+            bench.log(f"streams: {opened}/{size} open ({open_s:.1f}s); waiting two keep-alives")
+            pool.pump(time.monotonic() + 2 * KEEPALIVE_S + 1.5)
+            after = rss_kb(worker)
+            count += [0] * (len(pool.streams) - len(count))
+            alive = sum(
+                1 for s, k in zip(pool.streams, count, strict=True)
+                if s.first and not s.closed and s.keepalives - k >= 2
+            )
+            steps.append({
+                "streams": size, "opened": opened, "open_s": round(open_s, 2),
+                "rss_after_mb": round(after / 1024, 1),
+                "kb_per_stream": round((after - before) / max(1, opened), 1),
+                "kb_per_stream_at_open": round((after_open - before) / max(1, opened), 1),
+                "alive_after_two_keepalives": alive,
+            })
+            bench.log(f"streams: {steps[-1]}")
         post_json(server.base + "/bench/release", "{}", TOKEN)
         pool.pump(time.monotonic() + 15, stop=lambda: all(s.done for s in pool.streams))
         done = sum(1 for s in pool.streams if s.done)
         pool.close()
-    result = {
-        "streams": n, "opened": opened, "open_s": round(open_s, 2),
-        "rss_before_mb": round(before / 1024, 1), "rss_after_mb": round(after / 1024, 1),
-        "kb_per_stream": round((after - before) / max(1, opened), 1),
-        "kb_per_stream_at_open": round((after_open - before) / max(1, opened), 1),
-        "keepalive_s": KEEPALIVE_S, "alive_after_two_keepalives": alive,
-        "got_final_event": done,
+    return {
+        "streams": n, "rss_before_mb": round(before / 1024, 1), "keepalive_s": KEEPALIVE_S,
+        "sizes": steps, "got_final_event": done,
     }
-    bench.log(f"streams: {result}")
-    return result
 
 
 # ----------------------------------------------------------------------------- ListTasks

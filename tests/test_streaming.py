@@ -331,3 +331,111 @@ def exchange_principal() -> t.Any:
     from flask_a2a import Principal
 
     return Principal("alice")
+
+
+# ------------------------------------------------------------------ what an idle stream parks on
+
+
+def test_subscription_wakes_on_an_event_a_close_or_its_timeout() -> None:
+    """Under gevent it parks on the hub (a Waiter and a timer), under threads on a condition:
+    either way an event or a close wakes it at once, and a timeout returns None."""
+    import time as clock
+
+    from flask_a2a.exchange.bus import Bus, BusEvent
+
+    bus = Bus()
+    sub = bus.subscribe("t-1")
+    began = clock.monotonic()
+    assert sub.get(0.05) is None and not sub.closed
+    assert clock.monotonic() - began >= 0.04
+    assert sub.get(0) is None  # no wait at all
+    event = BusEvent("t-1", 1, None, "{}", final=False)
+    threading.Timer(0.05, bus.publish, (event,)).start()
+    began = clock.monotonic()
+    assert sub.get(5) is event
+    assert clock.monotonic() - began < 2
+    threading.Timer(0.05, sub.close, ("evicted",)).start()
+    assert sub.get(5) is None and sub.closed and sub.reason == "evicted"
+    assert bus.subscriber_count("t-1") == 0
+
+
+def test_off_stack_hands_back_the_value_the_exception_and_the_context() -> None:
+    import contextvars
+
+    from flask_a2a.exchange.streams import off_stack
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    var.set("caller's")
+    undone: list[object] = []
+    assert off_stack(lambda: (var.get(), "value"), undone.append) == ("caller's", "value")
+
+    def fails() -> None:
+        raise KeyError("refused")
+
+    with pytest.raises(KeyError, match="refused"):
+        off_stack(fails, undone.append)
+    assert undone == []
+
+
+def test_off_stack_undoes_what_an_interrupted_caller_never_got() -> None:
+    from flask_a2a.exchange.runner import gevent_patched
+
+    if not gevent_patched():
+        pytest.skip("a plain call under threads: nothing runs apart from the caller")
+    import gevent
+
+    from flask_a2a.exchange.streams import off_stack
+
+    undone: list[str] = []
+
+    def slow() -> str:
+        gevent.sleep(0.1)
+        return "opened"
+
+    caller = gevent.spawn(off_stack, slow, undone.append)
+    gevent.sleep(0.02)
+    caller.kill()  # while the helper waits on I/O
+    assert caller.dead and undone == []
+    gevent.sleep(0.2)
+    assert undone == ["opened"]
+    assert gevent.spawn(off_stack, slow, undone.append).get(timeout=5) == "opened"  # hub fine
+
+
+def test_a_stream_is_handed_to_the_server_as_is_unless_on_close_callbacks_wait(
+    stream_app: Flask, gate: Gate
+) -> None:
+    """The relay itself is the WSGI body (no werkzeug wrapping); a response with
+    ``call_on_close`` callbacks keeps werkzeug's closing iterator, so they run at the end."""
+    from werkzeug.test import run_wsgi_app
+
+    from flask_a2a.exchange.streams import Relay
+
+    closed: list[str] = []
+
+    @stream_app.after_request
+    def on_close(response: t.Any) -> t.Any:
+        if t.cast(t.Any, stream_app).config.get("ADD_ON_CLOSE"):
+            response.call_on_close(lambda: closed.append("closed"))
+        return response
+
+    sclient = A2ATestClient(stream_app, token="alice")
+    task_id = sclient.send(skill="gate", configuration={"returnImmediately": True})["task"]["id"]
+    body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask",
+                       "params": {"id": task_id}})
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/a2a", "SERVER_NAME": "localhost",
+               "SERVER_PORT": "80", "wsgi.url_scheme": "http", "CONTENT_TYPE": "application/json",
+               "HTTP_AUTHORIZATION": "Bearer alice", "HTTP_A2A_VERSION": "1.0",
+               "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body.encode()),
+               "wsgi.errors": io.StringIO(), "wsgi.multithread": True,
+               "wsgi.multiprocess": False, "wsgi.run_once": False, "wsgi.version": (1, 0)}
+    app_iter = stream_app.wsgi_app(dict(environ), lambda *a: None)
+    assert isinstance(app_iter, Relay)
+    assert next(iter(app_iter)).startswith(b"data: ")
+    app_iter.close()
+    stream_app.config["ADD_ON_CLOSE"] = True
+    environ["wsgi.input"] = io.BytesIO(body.encode())
+    app_iter, _, _ = run_wsgi_app(stream_app.wsgi_app, dict(environ))
+    assert next(iter(app_iter)).startswith(b"data: ")
+    t.cast(t.Any, app_iter).close()
+    assert closed == ["closed"]
+    gate.release.set()

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import threading
 import typing as t
 
 from ..protocol.jsonrpc import encode
 from ..protocol.model import StreamEvent
 from ..protocol.wire import dump_event
+from .runner import gevent_patched
 
 
 class BusEvent:
@@ -73,7 +75,18 @@ class BusHooks:
 
 
 class Subscription:
-    """One stream's view of one task: a bounded queue it drains at its own pace."""
+    """One stream's view of one task: a bounded queue it drains at its own pace (one reader).
+
+    Under gevent an idle reader parks on the hub (with a timer) and the queue is
+    made at the first event: an idle stream's subscription is a few hundred bytes, and its
+    greenlet parks at a shallow depth of C stack (a parked greenlet keeps that on the heap).
+    Under threads it waits on a condition.
+    """
+
+    __slots__ = (
+        "bus", "task_id", "limit", "closed", "reason", "_events", "_cond", "_hub", "_waiter",
+        "_wakeup", "_thread",
+    )
 
     def __init__(self, bus: Bus, task_id: str, limit: int) -> None:
         self.bus = bus
@@ -82,34 +95,115 @@ class Subscription:
         self.closed = False
         #: Why the subscription was closed from outside ("overflow", "evicted", ...).
         self.reason = ""
-        self._events: collections.deque[BusEvent] = collections.deque()
-        self._cond = threading.Condition(threading.Lock())
+        self._events: collections.deque[BusEvent] | None = None
+        #: Under gevent, while parked: the parked greenlet's switch, and the wake-up scheduled.
+        self._waiter: t.Any = None
+        self._wakeup: t.Any = None
+        self._hub, self._thread = _gevent_hub()
+        self._cond = threading.Condition(threading.Lock()) if self._hub is None else None
 
     def push(self, event: BusEvent) -> None:
+        if self._cond is None:
+            self._queue(event)
+            self._wake()
+            return
         with self._cond:
-            if self.closed:
-                return
-            if len(self._events) >= self.limit:
-                self.closed, self.reason = True, "overflow"
-            else:
-                self._events.append(event)
+            self._queue(event)
             self._cond.notify()
+
+    def _queue(self, event: BusEvent) -> None:
+        if self.closed:
+            return
+        if self._events is None:
+            self._events = collections.deque()
+        if len(self._events) >= self.limit:
+            self.closed, self.reason = True, "overflow"
+        else:
+            self._events.append(event)
 
     def get(self, timeout: float | None) -> BusEvent | None:
         """The next event; None on timeout or once closed (check :attr:`closed`)."""
+        if self._cond is None:
+            if not self._events and not self.closed and (timeout is None or timeout > 0):
+                self._park(timeout)
+            return self._next()
         with self._cond:
             if not self._events and not self.closed:
                 self._cond.wait(timeout)
-            if self.closed:
-                return None
-            return self._events.popleft() if self._events else None
+            return self._next()
+
+    def _next(self) -> BusEvent | None:
+        if self.closed:
+            return None
+        return self._events.popleft() if self._events else None
+
+    def _park(self, timeout: float | None) -> None:
+        """Under gevent: wait on the hub until woken by :meth:`_wake` or ``timeout``.
+
+        The greenlet parks on the hub itself: the timer and the wake-up switch straight to it,
+        and whichever did not wake it is cancelled before it runs on, so neither can switch
+        to it later (a stray switch would land in some other wait of this greenlet)."""
+        from greenlet import getcurrent
+
+        hub = self._hub
+        switch = getcurrent().switch
+        timer = None
+        if timeout is not None:
+            timer = hub.loop.timer(timeout)
+            timer.start(switch)
+        self._waiter = switch
+        try:
+            hub.switch()
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.close()
+            wakeup, self._wakeup = self._wakeup, None
+            if wakeup is not None:
+                wakeup.stop()
+
+    def _wake(self) -> None:
+        switch, self._waiter = self._waiter, None
+        if switch is None:
+            return
+        # Switched to from the hub's callbacks; from another OS thread, through its wake-up.
+        if _thread_id() == self._thread:
+            self._wakeup = self._hub.loop.run_callback(switch)
+        else:
+            self._wakeup = self._hub.loop.run_callback_threadsafe(switch)
 
     def close(self, reason: str = "closed") -> None:
-        with self._cond:
+        if self._cond is None:
             if not self.closed:
                 self.closed, self.reason = True, reason
-            self._cond.notify_all()
+            self._wake()
+        else:
+            with self._cond:
+                if not self.closed:
+                    self.closed, self.reason = True, reason
+                self._cond.notify_all()
         self.bus.unsubscribe(self)
+
+
+def _gevent_hub() -> tuple[t.Any, int]:
+    """(the hub, its OS thread) under gevent; (None, 0) under threads."""
+    if not gevent_patched():
+        return None, 0
+    from gevent import get_hub
+
+    return get_hub(), _thread_id()
+
+
+@functools.cache
+def _os_get_ident() -> t.Callable[[], int]:
+    from gevent.monkey import get_original
+
+    return t.cast(t.Callable[[], int], get_original("_thread", "get_ident"))
+
+
+def _thread_id() -> int:
+    """The OS thread's id (under gevent, ``threading.get_ident`` names the greenlet)."""
+    return _os_get_ident()()
 
 
 class Bus:

@@ -74,7 +74,8 @@ class HTTPRequest:
 class Reply:
     status: int
     headers: list[tuple[str, str]]
-    body: str | t.Iterator[str]
+    #: The answer, or a stream's events (encoded: the server writes them as they come).
+    body: str | t.Iterator[bytes]
 
     @property
     def streaming(self) -> bool:

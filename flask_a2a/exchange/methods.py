@@ -51,7 +51,7 @@ from .router import Skill
 from .runner import Runner
 from .runs import Runs, visible_record
 from .streams import HEADERS as SSE_HEADERS
-from .streams import Seats, relay
+from .streams import Seats, off_stack, relay
 from .tasks import Run, TaskUpdater, credential_headers
 from .writer import TaskWriter, is_final
 
@@ -263,31 +263,19 @@ class Exchange:
         subscription: t.Any,
         seat: t.Any,
     ) -> Reply:
-        request_id_json = jsonrpc.encode_id(call.id)
-
-        def wrap(result_json: str) -> str:
-            if call.binding == "rest":  # HTTP+JSON: each event is the bare StreamResponse
-                return result_json
-            return '{"jsonrpc":"2.0","id":' + request_id_json + ',"result":' + result_json + "}"
-
-        principal = call.principal
         refresher = call.http.principal_refresher
-        refresh = refresher() if refresher is not None else None
-
-        def still_allowed() -> bool:
-            if refresh is None:
-                return True
-            now = refresh()
-            return (
-                now is not None
-                and now.owner == principal.owner
-                and now.tenant == principal.tenant
-                and now.scopes == principal.scopes
-            )
-
+        # What a stream keeps is what it needs (not the call: its params, its HTTP request),
+        # in one object whose bound methods the relay calls (not a closure and cells each).
+        feed = _Feed(
+            self, record.task.id, call.principal,
+            refresher() if refresher is not None else None,
+            None if call.binding == "rest" else jsonrpc.encode_id(call.id),
+        )
         held = record.version == 0  # the run shows the task at its first change, or replies
         # A stream that starts on a paused task waits for what comes of it (issue 14 item 5).
-        pause = StreamPause(record.task.status) if record.state.interrupted else None
+        pause = feed.pause = (
+            StreamPause(record.task.status) if record.state.interrupted else None
+        )
         body = relay(
             first=None if held else jsonrpc.encode({"task": wire.dump_task(record.task)}),
             first_version=record.version,
@@ -295,12 +283,10 @@ class Exchange:
             subscription=subscription,
             seat=seat,
             keepalive=self.settings.keepalive_interval,
-            wrap=wrap,
-            still_allowed=still_allowed,
-            poll=self._poller(record.task.id, pause),
+            feed=feed,
             poll_interval=self.settings.replica_poll_interval if self.replicas else None,
             client_socket=call.http.client_socket,
-            snapshot=self._snapshot(record.task.id),
+            snapshot=self._snapshot(record.task.id) if held else None,
             ends=pause.ends_at if pause is not None else None,
         )
         return Reply(200, list(SSE_HEADERS), body)
@@ -316,39 +302,6 @@ class Exchange:
             return task_json, record.version, is_final(record.state)
 
         return snapshot
-
-    def _poller(
-        self, task_id: str, pause: StreamPause | None = None
-    ) -> t.Callable[[int], tuple[str, int, bool] | None]:
-        """Emit a snapshot when the stored version moved without a local event."""
-        next_poll = [0.0]
-
-        def poll(version: int) -> tuple[str, int, bool] | None:
-            if self.runs.get(task_id) is not None:
-                return None
-            if self.bus.live():  # other replicas' events arrive one by one: a safety net only
-                now = time.monotonic()
-                if now < next_poll[0]:
-                    return None
-                next_poll[0] = now + self.settings.keepalive_interval
-            try:
-                record = self.store.get_task(task_id)
-            except Exception as exc:  # a stream outlives a store hiccup; the next poll retries
-                log.error("a2a: stream poll failed: %s", scrub(repr(exc)), extra=fields(task_id))
-                return None
-            if record is None:
-                # Deleted (by another replica's retention, say): end this process's streams.
-                self.bus.publish(BusEvent(task_id, 2**62, None, "", final=True, gone=True))
-                return None
-            if record.version <= version:
-                return None
-            return (
-                jsonrpc.encode({"task": wire.dump_task(record.task)}),
-                record.version,
-                pause.ends(record.task.status) if pause is not None else is_final(record.state),
-            )
-
-        return poll
 
     def _stored_event(self, task_id: str, version: int = 0) -> tuple[str, int, bool] | None:
         """The stored task as a stream event, when newer than ``version``."""
@@ -369,6 +322,9 @@ class Exchange:
             self.runner.spawn(lambda: replicas.check_now(run))
 
     def send_streaming_message(self, call: Call) -> Reply:
+        return off_stack(lambda: self._send_streaming(call), _close_stream)
+
+    def _send_streaming(self, call: Call) -> Reply:
         message, config = self._message_params(call)
         seat = self.seats.take(call.principal.owner)
         try:
@@ -382,6 +338,9 @@ class Exchange:
         return self._stream_reply(call, record, subscription, seat)
 
     def subscribe_to_task(self, call: Call) -> Reply:
+        return off_stack(lambda: self._subscribe(call), _close_stream)
+
+    def _subscribe(self, call: Call) -> Reply:
         params = wire.load_params(wire.schema(wire.SubscribeToTaskRequestSchema), call.params)
         record = self.visible_record(params["id"], call.principal)
         if record.state.terminal:
@@ -390,11 +349,14 @@ class Exchange:
                 metadata={"taskId": record.task.id},
             )
         seat = self.seats.take(call.principal.owner)
+        subscription = None
         try:
             subscription = self.bus.subscribe(record.task.id)
             # Re-read after subscribing: the snapshot's version bounds what the bus may skip.
             record = self.store.get_task(record.task.id) or record
         except BaseException:
+            if subscription is not None:
+                subscription.close()
             seat.release()
             raise
         return self._stream_reply(call, record, subscription, seat)
@@ -510,6 +472,87 @@ class Exchange:
             )
         finally:
             self.bus.close()
+
+
+class _Feed:
+    """What one stream asks of the exchange: the envelope of its events, the caller's re-check
+    at keep-alives, and polls of the store."""
+
+    __slots__ = ("exchange", "task_id", "principal", "refresh", "head", "pause", "next_poll")
+
+    def __init__(
+        self,
+        exchange: Exchange,
+        task_id: str,
+        principal: Principal | None,
+        refresh: t.Callable[[], Principal | None] | None,
+        request_id_json: str | None,
+    ) -> None:
+        self.exchange = exchange
+        self.task_id = task_id
+        self.principal = principal
+        self.refresh = refresh
+        #: A JSON-RPC response's head; None on HTTP+JSON (each event a bare StreamResponse).
+        self.head = (
+            None if request_id_json is None
+            else '{"jsonrpc":"2.0","id":' + request_id_json + ',"result":'
+        )
+        self.pause: StreamPause | None = None
+        self.next_poll = 0.0
+
+    def wrap(self, result_json: str) -> str:
+        """A StreamResponse's JSON as the event the binding sends."""
+        if self.head is None:
+            return result_json
+        return self.head + result_json + "}"
+
+    def still_allowed(self) -> bool:
+        """The caller still resolves to the same owner, tenant and scope set."""
+        if self.refresh is None:
+            return True
+        now = self.refresh()
+        principal = self.principal
+        return (
+            now is not None
+            and principal is not None
+            and now.owner == principal.owner
+            and now.tenant == principal.tenant
+            and now.scopes == principal.scopes
+        )
+
+    def poll(self, version: int) -> tuple[str, int, bool] | None:
+        """A snapshot when the stored version moved past ``version`` without a local event."""
+        exchange, task_id, pause = self.exchange, self.task_id, self.pause
+        if exchange.runs.get(task_id) is not None:
+            return None
+        if exchange.bus.live():  # other replicas' events arrive one by one: a safety net only
+            now = time.monotonic()
+            if now < self.next_poll:
+                return None
+            self.next_poll = now + exchange.settings.keepalive_interval
+        try:
+            record = exchange.store.get_task(task_id)
+        except Exception as exc:  # a stream outlives a store hiccup; the next poll retries
+            log.error("a2a: stream poll failed: %s", scrub(repr(exc)), extra=fields(task_id))
+            return None
+        if record is None:
+            # Deleted (by another replica's retention, say): end this process's streams.
+            exchange.bus.publish(BusEvent(task_id, 2**62, None, "", final=True, gone=True))
+            return None
+        if record.version <= version:
+            return None
+        return (
+            jsonrpc.encode({"task": wire.dump_task(record.task)}),
+            record.version,
+            pause.ends(record.task.status) if pause is not None else is_final(record.state),
+        )
+
+
+def _close_stream(reply: Reply) -> None:
+    """A stream its caller will never read: free its seat and subscription."""
+    close = getattr(reply.body, "close", None)
+    if close is not None:
+        close()
 
 
 class StreamPause:

@@ -16,8 +16,12 @@ from ..protocol.errors import StreamSeatsExhaustedError
 from ..protocol.model import Message, Task
 from . import peer
 from .bus import BusEvent, Subscription
+from .runner import gevent_patched
+
+T = t.TypeVar("T")
 
 KEEPALIVE: t.Final = ": keep-alive\n\n"
+_KEEPALIVE: t.Final = KEEPALIVE.encode()
 HEADERS: t.Final = (
     ("Content-Type", "text/event-stream; charset=utf-8"),
     ("Cache-Control", "no-store"),
@@ -25,13 +29,84 @@ HEADERS: t.Final = (
 )
 
 
+class Feed(t.Protocol):
+    """What a stream asks of its exchange (``methods._Feed``)."""
+
+    def wrap(self, result_json: str) -> str:
+        """A StreamResponse's JSON as the event sent (a whole JSON-RPC response, or as is)."""
+
+    def still_allowed(self) -> bool:
+        """Re-resolves the caller (at each keep-alive); False ends the stream."""
+
+    def poll(self, version: int) -> tuple[str, int, bool] | None:
+        """The stored task when newer than ``version`` (result JSON, version, final)."""
+
+
 def frame(response_json: str) -> str:
     """One SSE event holding one complete JSON-RPC response."""
     return "data: " + response_json + "\n\n"
 
 
+def off_stack(fn: t.Callable[[], T], undo: t.Callable[[T], None]) -> T:
+    """``fn()``, under gevent on a short-lived greenlet (in a copy of the caller's context).
+
+    A greenlet's Python frames live in its own data stack, and every page a deep call touches
+    there stays in the process's memory for as long as the greenlet lives: for a stream's
+    greenlet, as long as the stream is open. Opening a stream goes deepest (params through
+    marshmallow, store reads), so it runs here, and the stream's greenlet keeps one page.
+
+    The helper is a plain greenlet the caller switches to and that returns to it (no trip
+    through the hub, and no gevent spawn record, which would keep the caller's frames).
+
+    :param undo: takes back what ``fn`` returned when the caller was interrupted (killed, timed
+        out) while ``fn`` waited for I/O: nobody else will.
+    """
+    if not gevent_patched():
+        return fn()
+    import contextvars
+
+    from greenlet import greenlet
+
+    helper = _Helper(contextvars.copy_context(), fn, undo)
+    child = greenlet(helper.run)  # its parent: this greenlet, which it returns to
+    try:
+        done, value = child.switch()
+    except BaseException:
+        if not child.dead:  # parked on I/O: it finishes on its own, into the hub, and undoes
+            from gevent import get_hub
+
+            helper.abandoned = True
+            child.parent = get_hub()
+        raise
+    if not done:
+        raise value
+    return t.cast(T, value)
+
+
+class _Helper:
+    __slots__ = ("context", "fn", "undo", "abandoned")
+
+    def __init__(self, context: t.Any, fn: t.Callable[[], t.Any], undo: t.Callable[[t.Any], None]):
+        self.context = context
+        self.fn = fn
+        self.undo = undo
+        self.abandoned = False
+
+    def run(self) -> tuple[bool, t.Any]:
+        """The outcome as a value (an exception is the caller's to raise, in its greenlet)."""
+        try:
+            value = self.context.run(self.fn)
+        except BaseException as exc:  # noqa: BLE001 (handed back to the caller, who raises it)
+            return False, exc
+        if self.abandoned:
+            self.undo(value)
+        return True, value
+
+
 class Seat:
     """One open stream of one owner; evicting it closes the stream's subscription."""
+
+    __slots__ = ("seats", "owner", "subscription", "evicted", "released")
 
     def __init__(self, seats: Seats, owner: str) -> None:
         self.seats = seats
@@ -47,6 +122,13 @@ class Seat:
 
     def release(self) -> None:
         self.seats.release(self)
+
+    def client_left(self) -> None:
+        """The client closed its connection: free the seat now, and end the stream (its next
+        write would only fail)."""
+        self.release()
+        if self.subscription is not None:
+            self.subscription.close("client left")
 
 
 class Seats:
@@ -98,19 +180,24 @@ class Seats:
 
 
 class Relay:
-    """A stream body: iterates the relay generator; ``close()`` frees the seat even when the
-    client left before the generator ever started (closing an unstarted generator runs no
+    """A stream body: iterates the relay generator, whose events come encoded (UTF-8 bytes:
+    the server can write them as they are); ``close()`` frees the seat even when the client
+    left before the generator ever started (closing an unstarted generator runs no
     ``finally``)."""
 
-    def __init__(self, events: t.Iterator[str], subscription: Subscription, seat: Seat) -> None:
+    __slots__ = ("_events", "_subscription", "_seat")
+
+    def __init__(
+        self, events: t.Iterator[bytes], subscription: Subscription, seat: Seat
+    ) -> None:
         self._events = events
         self._subscription = subscription
         self._seat = seat
 
-    def __iter__(self) -> t.Iterator[str]:
+    def __iter__(self) -> t.Iterator[bytes]:
         return self._events
 
-    def __next__(self) -> str:
+    def __next__(self) -> bytes:
         return next(self._events)
 
     def close(self) -> None:
@@ -129,10 +216,10 @@ def relay(**kwargs: t.Any) -> Relay:
 def _opening(
     subscription: Subscription,
     keepalive: float,
-    still_allowed: t.Callable[[], bool] | None,
+    feed: Feed,
     snapshot: t.Callable[[], tuple[str, int, bool] | None] | None,
     left: t.Callable[[], bool] | None = None,
-) -> t.Generator[str, None, tuple[str, int, bool] | None]:
+) -> t.Generator[bytes, None, tuple[str, int, bool] | None]:
     """Wait for a held task's first event (keep-alives meanwhile): the Task the run shows at
     its handler's first change, or the one Message it replies with instead (final). A first
     event of another kind (a shutdown's cancel) is answered with the stored task.
@@ -147,9 +234,9 @@ def _opening(
                 return None
             if time.monotonic() < beat_at:
                 continue
-            if still_allowed is not None and not still_allowed():
+            if not feed.still_allowed():
                 return None
-            yield KEEPALIVE
+            yield _KEEPALIVE
             beat_at = time.monotonic() + keepalive
             continue
         if event.gone:
@@ -167,23 +254,21 @@ def _relay(
     subscription: Subscription,
     seat: Seat,
     keepalive: float,
-    wrap: t.Callable[[str], str],
-    still_allowed: t.Callable[[], bool] | None = None,
-    poll: t.Callable[[int], tuple[str, int, bool] | None] | None = None,
+    feed: Feed,
     poll_interval: float | None = None,
     client_socket: t.Any = None,
     snapshot: t.Callable[[], tuple[str, int, bool] | None] | None = None,
     ends: t.Callable[[BusEvent], bool] | None = None,
-) -> t.Iterator[str]:
+) -> t.Iterator[bytes]:
     """Yield the snapshot, then every newer event, until a final one; keep-alive when idle.
 
     :param first: the snapshot's StreamResponse JSON; ``None`` for a task its run still
         holds: the first event then comes from the bus (:func:`_opening`).
     :param snapshot: reads the stored task (result JSON, version, final) for that case.
-    :param wrap: turns a StreamResponse's JSON into a whole JSON-RPC response.
-    :param still_allowed: re-resolves the caller at each keep-alive; False ends the stream.
-    :param poll: reads the store for a newer version than the one given (replicas, or a run
-        that ended without settling); returns (result JSON, version, final) or None.
+    :param feed: the exchange's side (one object: an idle stream holds little): ``wrap`` turns
+        a StreamResponse's JSON into the event sent; ``still_allowed`` re-resolves the caller
+        at each keep-alive (False ends the stream); ``poll`` reads the store for a newer
+        version than the one given (replicas, or a run that ended without settling).
     :param poll_interval: poll this often when idle (a store shared by replicas); by default
         the store is polled only at keep-alives.
     :param client_socket: the connection's socket, when the server exposes it: a client that
@@ -191,23 +276,24 @@ def _relay(
     :param ends: whether a bus event ends the stream (by default its ``final`` flag).
     """
     seat.subscription = subscription
-    stop_watch: t.Callable[[], None] | None = None
+    watching: peer.Watch | None = None
     check_left = False
     try:
         if seat.evicted:
             return
         if peer.watchable(client_socket):
-            stop_watch = peer.watch(client_socket, lambda: _client_left(subscription, seat))
-            check_left = stop_watch is None  # no greenlet to wait for it: look when idle
+            watching = peer.watch(client_socket, seat.client_left)
+            check_left = watching is None  # no watcher waits for it: look when idle
         if first is None:
             left = (lambda: peer.left(client_socket)) if check_left else None
-            opened = yield from _opening(subscription, keepalive, still_allowed, snapshot, left)
+            opened = yield from _opening(subscription, keepalive, feed, snapshot, left)
             if opened is None:
                 return
             first, first_version, first_final = opened
-        yield frame(wrap(first))
+        yield frame(feed.wrap(first)).encode()
         if first_final:
             return
+        first = None  # shown: an idle stream need not hold the snapshot's JSON
         version = first_version
         every = keepalive if poll_interval is None else min(keepalive, poll_interval)
         wait = min(every, peer.CHECK_INTERVAL) if check_left else every
@@ -225,19 +311,18 @@ def _relay(
                         continue  # woke only to look at the client's socket
                     due = time.monotonic() + every
                 beat = poll_interval is None or time.monotonic() >= beat_at
-                if beat and still_allowed is not None and not still_allowed():
+                if beat and not feed.still_allowed():
                     return
-                if poll is not None:
-                    polled = poll(version)
-                    if polled is not None:
-                        result_json, version, final = polled
-                        yield frame(wrap(result_json))
-                        if final:
-                            return
-                        beat_at = time.monotonic() + keepalive
-                        continue
+                polled = feed.poll(version)
+                if polled is not None:
+                    result_json, version, final = polled
+                    yield frame(feed.wrap(result_json)).encode()
+                    if final:
+                        return
+                    beat_at = time.monotonic() + keepalive
+                    continue
                 if beat:
-                    yield KEEPALIVE
+                    yield _KEEPALIVE
                     beat_at = time.monotonic() + keepalive
                 continue
             if event.gone:
@@ -245,18 +330,11 @@ def _relay(
             if event.version <= version:
                 continue  # already reflected by the snapshot (or a poll)
             version = event.version
-            yield frame(wrap(event.result_json))
+            yield frame(feed.wrap(event.result_json)).encode()
             if event.final if ends is None else ends(event):
                 return
     finally:
-        if stop_watch is not None:
-            stop_watch()
+        if watching is not None:
+            watching.stop()
         subscription.close()
         seat.release()
-
-
-def _client_left(subscription: Subscription, seat: Seat) -> None:
-    """The client closed its connection: free the seat now, and end the stream (its next
-    write would only fail)."""
-    seat.release()
-    subscription.close("client left")
