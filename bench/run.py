@@ -69,7 +69,8 @@ class Plan(t.NamedTuple):
     repeats: int
 
 
-FULL = Plan(8.0, 2.0, (2_000, 10_000), (1_000, 100_000), 560.0, True, 2)
+#: 12 throughput rows (two loads, two runs each), streams, two ListTasks sections, the fleet.
+FULL = Plan(5.0, 2.0, (2_000, 10_000), (1_000, 100_000), 900.0, True, 2)
 QUICK = Plan(2.0, 0.5, (1_000,), (1_000, 10_000), 110.0, False, 1)
 
 
@@ -422,8 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", nargs="*",
         help="run only rows/sections with these prefixes "
-        "(bare, a2a-memory, a2a-rest, a2a-postgres, a2a-mariadb, sdk, streams, list, "
-        "list-mariadb, fleet)",
+        "(bare, a2a-memory, a2a-redis, a2a-rest, a2a-postgres, a2a-mariadb, sdk, streams, "
+        "list, list-mariadb, fleet)",
     )
     parser.add_argument(
         "--telemetry", action="store_true",
