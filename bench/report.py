@@ -217,3 +217,56 @@ def markdown(results: dict[str, t.Any]) -> str:
     if bad:
         out += ["", "## Bad answers", ""] + bad
     return "\n".join(out) + "\n"
+
+
+#: (label, row, against, metric): a target's value in one run ("c1"/"c32" req/s, "cpu" ratio).
+_SUMMARY: t.Final = (
+    ("memory 1w / bare 1w, c=32 (>= 60 %)", "a2a-memory-1w", "bare-1w", "c32"),
+    ("memory 1w / bare 1w, c=1 (>= 60 %)", "a2a-memory-1w", "bare-1w", "c1"),
+    ("memory 1w / bare 1w, CPU per request", "a2a-memory-1w", "bare-1w", "cpu"),
+    ("memory 2w / bare 2w, c=32 (>= 60 %)", "a2a-memory-2w", "bare-2w", "c32"),
+    ("memory 2w / bare 2w, c=1 (>= 60 %)", "a2a-memory-2w", "bare-2w", "c1"),
+    ("PostgreSQL 1w / bare 1w, c=32 (>= 40 %)", "a2a-postgres-1w", "bare-1w", "c32"),
+    ("PostgreSQL 1w / bare 1w, c=1 (>= 20 %)", "a2a-postgres-1w", "bare-1w", "c1"),
+    ("MariaDB 1w / bare 1w, c=32 (>= 25 %)", "a2a-mariadb-1w", "bare-1w", "c32"),
+    ("REST / JSON-RPC, c=32 (>= 95 %)", "a2a-rest-memory-1w", "a2a-memory-1w", "c32"),
+    ("REST / JSON-RPC, CPU per request", "a2a-rest-memory-1w", "a2a-memory-1w", "cpu"),
+    ("Redis bus / none, c=32 (>= 95 %)", "a2a-redis-memory-1w", "a2a-memory-1w", "c32"),
+    ("memory 1w / a2a-sdk, c=32 (>= 4x)", "a2a-memory-1w", "sdk-1w", "c32"),
+)
+
+
+def summary(runs: list[dict[str, t.Any]]) -> str:
+    """One table of every target over several runs (``python bench/report.py a.json b.json``):
+    the VM drifts from run to run, so a target is judged on all of them."""
+    names = [f"run {i + 1} ({r.get('environment', {}).get('date', '?')[11:]})"
+             for i, r in enumerate(runs)]
+    out = ["| target | " + " | ".join(names) + " |", "| --- |" + " --: |" * len(runs)]
+    for label, name, against, metric in _SUMMARY:
+        cells = []
+        for run in runs:
+            rows = run.get("rows", [])
+            a, b = _row(rows, name), _row(rows, against)
+            value = _cost_ratio(a, b) if metric == "cpu" else _ratio(a, b, metric)
+            cells.append(_fmt(value, pct="sdk" not in against))
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    for count, target in ((2_000, 20), (10_000, 16)):
+        cells = []
+        for run in runs:
+            sizes = (run.get("streams") or {}).get("sizes", [])
+            kb = next((s["kb_per_stream"] for s in sizes if s["streams"] == count), None)
+            cells.append("n/a" if kb is None else f"{kb} KB")
+        out.append(f"| idle stream at {count:,} (<= {target} KB) | " + " | ".join(cells) + " |")
+    for run_no, run in enumerate(runs, 1):
+        redis = _row(run.get("rows", []), "a2a-redis-memory-1w")
+        if redis is not None:
+            out.append(f"\nRun {run_no}: the Redis bus served {redis['redis_commands']} commands "
+                       f"during {redis['redis_requests']} blocking sends.")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(summary([json.loads(open(path).read()) for path in sys.argv[1:]]), end="")
