@@ -106,6 +106,7 @@ class PrometheusRecorder(Recorder):
         #: Children per skill and per (skill, state): skills and states are few and fixed.
         self._run_children: dict[str, tuple[t.Any, t.Any, t.Any]] = {}
         self._settled_children: dict[tuple[str, TaskState], t.Any] = {}
+        self._trim_children: dict[str, t.Any] = {}
         self.trims = Counter(
             "a2a_retention_trimmed_tasks", "Tasks removed or canceled by retention", ["kind"]
         )
@@ -162,8 +163,11 @@ class PrometheusRecorder(Recorder):
         child.observe(seconds)
 
     def trimmed(self, kind: str, count: int) -> None:
-        if count:
-            self.trims.labels(kind).inc(count)
+        if count:  # a settle past its tier's bound trims one task: looked up once per kind
+            child = self._trim_children.get(kind)
+            if child is None:
+                child = self._trim_children[kind] = self.trims.labels(kind)
+            child.inc(count)
 
 
 def state_label(state: TaskState) -> str:
