@@ -148,8 +148,8 @@ class Runs:
         subscription is taken before the run starts, so a stream misses no event.
         ``credentials`` (the caller's credential headers) go to the run, never to the store;
         so do ``extensions`` (those the request activated). With ``here`` (a blocking send,
-        which waits for its run anyway) the run is only prepared: the caller runs it in its own
-        greenlet or thread with :meth:`run_here`.
+        which waits for its run anyway) a runner that can (gevent) only prepares the run: the
+        caller runs it in its own greenlet with :meth:`run_here`.
         """
         self._check_push_config(config)
         if message.task_id:
@@ -422,7 +422,7 @@ class Runs:
         (a stream's) at the handler's first change already, and published whole.
         ``detached``: the request answers before the run ends (its span then starts a trace
         of its own, linked to the request's). ``here``: prepared to run in the caller's
-        greenlet or thread (:meth:`run_here`) when the runner can, else started as usual."""
+        greenlet (:meth:`run_here`) when the runner can, else started as usual."""
         run = Run(record, self.settings.task_timeout)
         run.reveal = reveal
         context = TaskContext(
