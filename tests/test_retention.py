@@ -11,7 +11,7 @@ from flask import Flask
 
 from flask_a2a.exchange import retention
 from flask_a2a.protocol.model import Tier
-from flask_a2a.store import MemoryStore
+from flask_a2a.store import ListQuery, MemoryStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import SQL_KINDS, next_millisecond, wait_for
 
@@ -143,3 +143,30 @@ def test_concurrent_settles_in_one_tier_end_within_the_bound(
         thread.join(30)
     assert not errors
     assert total(client) == 3
+
+
+def test_shutdown_runs_the_waiting_trims_before_it_returns(
+    make_app: t.Callable[..., Flask],
+) -> None:
+    """No trim is left on a store connection once the exchange has stopped: shutdown starts the
+    waiting ones at once (not after their gather delay) and waits for them."""
+    store = SlowTrims()
+    app = make_app(store=store, config={"A2A_TERMINAL_TASK_RETENTION": 1})
+    client = A2ATestClient(app, "alice")
+    exchange = app.extensions["a2a"].exchange
+    store.open.clear()
+    client.send("first")
+    next_millisecond()
+    client.send("second")  # its tier's trim is due after the answer, and held
+    assert store.entered.wait(5)
+    assert exchange.retention._deferred
+    stopped: list[bool] = []
+    stopper = threading.Thread(target=lambda: stopped.append(exchange.shutdown(5)))
+    stopper.start()
+    stopper.join(0.3)
+    assert stopped == []  # shutdown waits for the held trim
+    store.open.set()
+    stopper.join(10)
+    assert stopped == [True]
+    assert not exchange.retention._deferred
+    assert len(store.list_tasks(ListQuery(owner="alice")).records) == 1  # trimmed to its bound

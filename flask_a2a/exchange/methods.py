@@ -466,10 +466,13 @@ class Exchange:
         Returns True when every run finished within ``timeout``.
         """
         self.closing = True
+        budget = self.settings.shutdown_timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
         try:
-            return self.runs.shutdown(
-                self.settings.shutdown_timeout if timeout is None else timeout
-            )
+            finished = self.runs.shutdown(budget)
+            # Retention trims waiting to run after their settles' answers run now, so none is
+            # left holding a store connection once the exchange has stopped.
+            return self.retention.flush(max(0.0, deadline - time.monotonic())) and finished
         finally:
             self.bus.close()
 

@@ -109,6 +109,20 @@ class Retention:
                 lambda: all(d.covered >= asked for d, asked in owed), timeout
             )
 
+    def flush(self, timeout: float) -> bool:
+        """Start every waiting background trim now and wait up to ``timeout`` for them
+        (shutdown: no trim is left running on a connection after the exchange stops).
+        False: timed out."""
+        if not self._deferred:
+            return True
+        with self._lock:
+            owed = [(d, d.asked) for d in self._deferred.values()]
+            for deferred, _ in owed:
+                deferred.hurry.set()
+            return self._trimmed.wait_for(
+                lambda: all(d.covered >= asked for d, asked in owed), timeout
+            )
+
     def _store_trim(self) -> tuple[t.Callable[[Tier, int], list[str]] | None, str]:
         """The store's trim, and how it runs: ``"deferred"`` (a round trip: after the answer),
         ``"inline"`` (in process memory: O(1) under the bound, called directly) or ``"rounds"``
