@@ -365,6 +365,19 @@ class SQLStore:
         assert self._driver is not None
         return self._driver.run(plain, params)
 
+    def _execute(
+        self, key: t.Hashable, statement: t.Any, params: dict[str, t.Any],
+        columns: list[str] | None = None,
+    ) -> tuple[t.Sequence[t.Sequence[t.Any]], int]:
+        """One autocommit statement: its rows (each in the statement's column order) and row
+        count, on the DBAPI cursor when it can (:meth:`_run`), else through SQLAlchemy."""
+        ran = self._run(key, statement, params, columns)
+        if ran is not None:
+            return ran
+        with self._one() as conn:
+            result = conn.execute(statement, params)
+            return (result.all() if result.returns_rows else []), result.rowcount
+
     def _open(self) -> None:
         """Create what is missing, in one bounded transaction."""
         with self._tx() as conn:
@@ -619,9 +632,7 @@ class SQLStore:
         failure of several rows is retried row by row, so one caller's bad row (or a dropped
         connection) fails only that caller."""
         if len(rows) == 1:
-            if self._run("insert", self._insert, rows[0], list(rows[0])) is None:
-                with self._one() as conn:
-                    conn.execute(self._insert, rows[0])
+            self._execute("insert", self._insert, rows[0], list(rows[0]))
             return
         if self.mysql:  # tiers in one order: concurrent rounds take count rows in one order
             rows = sorted(rows, key=lambda row: (row["owner"], row["tenant"] or "",
@@ -643,17 +654,12 @@ class SQLStore:
 
     def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
         if owner is None:
-            ran = self._run("get", self._get, {"task_id": task_id})
+            rows, _ = self._execute("get", self._get, {"task_id": task_id})
         else:
-            ran = self._run("get_owned", self._get_owned, {"task_id": task_id, "owner": owner})
-        if ran is not None:
-            return self._record_of(ran[0][0]) if ran[0] else None
-        with self._one() as conn:
-            if owner is None:
-                row = conn.execute(self._get, {"task_id": task_id}).first()
-            else:
-                row = conn.execute(self._get_owned, {"task_id": task_id, "owner": owner}).first()
-        return None if row is None else self._record(row)
+            rows, _ = self._execute(
+                "get_owned", self._get_owned, {"task_id": task_id, "owner": owner}
+            )
+        return self._record_of(tuple(rows[0])) if rows else None
 
     def update_task(self, record: TaskRecord, expected_version: int) -> TaskRecord:
         body = encode_task(record.task)
@@ -669,16 +675,11 @@ class SQLStore:
         }
         if self.mysql:
             return self._update_mysql(record, expected_version, values)
-        ran = self._run("update", self._update, values)
-        if ran is not None:
-            row = ran[0][0] if ran[0] else None
-        else:
-            with self._one() as conn:
-                row = conn.execute(self._update, values).first()
-        if row is None:  # the row moved (or is gone): say what it holds now
+        rows, _ = self._execute("update", self._update, values)
+        if not rows:  # the row moved (or is gone): say what it holds now
             raise StaleTaskError(self.get_task(task.id))
         # Creation-time ownership comes from the row, whatever the caller's record says.
-        owner, tenant, scopes, created_at = row
+        owner, tenant, scopes, created_at = rows[0]
         return TaskRecord(
             task=task,
             owner=owner,
@@ -699,12 +700,7 @@ class SQLStore:
             "was_scopes": _scope_text(record.scopes),
             "was_created_at": _micros(record.created_at),
         }  # fmt: skip
-        ran = self._run("update_owned", self._update_owned, owned)
-        if ran is not None:
-            matched = ran[1]
-        else:
-            with self._one() as conn:
-                matched = conn.execute(self._update_owned, owned).rowcount
+        _, matched = self._execute("update_owned", self._update_owned, owned)
         if matched == 1:
             return dataclasses.replace(record, version=expected_version + 1)
         current = self.get_task(record.task.id)
@@ -801,11 +797,8 @@ class SQLStore:
         if self.mysql:
             return self._trim_mysql(tier, statement, params)
         if self.dialect == "postgresql":  # one statement, run after every settle
-            ran = self._run(("trim", *self._shape(tier)), statement, params)
-            if ran is not None:
-                return [row[0] for row in ran[0]]
-            with self._one() as conn:
-                return list(conn.execute(statement, params).scalars())
+            rows, _ = self._execute(("trim", *self._shape(tier)), statement, params)
+            return [row[0] for row in rows]
         pc = self.push_configs.c
         with self._tx() as conn:
             doomed = list(conn.execute(statement, params).scalars())
@@ -821,12 +814,8 @@ class SQLStore:
         owner's orphan configs. A trim takes its task rows first, never waits on a task row,
         and takes its tier's count row last, so trims and settles never wait in a cycle."""
         c, pc = self.tasks.c, self.push_configs.c
-        ran = self._run(("trim", *self._shape(tier)), oldest, params)
-        if ran is not None:
-            candidates = [row[0] for row in ran[0]]
-        else:
-            with self._one() as conn:
-                candidates = list(conn.execute(oldest, params).scalars())
+        rows, _ = self._execute(("trim", *self._shape(tier)), oldest, params)
+        candidates = [row[0] for row in rows]
         doomed: list[str] = []
         skip = sql_mysql.skip_locked(self.engine.dialect)
         for start in range(0, len(candidates), _CHUNK):
