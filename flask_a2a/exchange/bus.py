@@ -56,6 +56,11 @@ class BusEvent:
             self._json = encode(dump_event(t.cast(StreamEvent, self.event)))
         return self._json
 
+    @classmethod
+    def removed(cls, task_id: str, *, local: bool = False) -> BusEvent:
+        """The task was deleted: its streams end with no event (a version past any write)."""
+        return cls(task_id, 2**62, None, "", final=True, gone=True, local=local)
+
     def __repr__(self) -> str:
         return f"BusEvent({self.task_id!r}, version={self.version}, final={self.final})"
 

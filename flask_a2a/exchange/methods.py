@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import time
@@ -121,7 +122,10 @@ class Exchange:
             max_history=settings.max_history,
             on_event=push.deliver if push is not None else None,
         )
-        self.retention = Retention(settings, store, self.writer, self._forget_settled)
+        # Retention deletes settled tasks only: no other replica runs or streams them.
+        self.retention = Retention(
+            settings, store, self.writer, functools.partial(self.forget, local=True)
+        )
         self.writer.on_final = self.retention.after_final
         self.closing = False
         self.runs = Runs(
@@ -251,7 +255,7 @@ class Exchange:
                 raise InternalError()
 
         if history_length is None:  # the whole task: its stored encoding, when it has one
-            return jsonrpc.Encoded('{"task":' + wire.task_json(record.task) + "}")
+            return jsonrpc.Encoded(wire.task_event_json(record.task))
         return {"task": wire.dump_task(record.task, history_length=history_length)}
 
     # ------------------------------------------------------------------ streams
@@ -277,7 +281,7 @@ class Exchange:
             StreamPause(record.task.status) if record.state.interrupted else None
         )
         body = relay(
-            first=None if held else jsonrpc.encode({"task": wire.dump_task(record.task)}),
+            first=None if held else wire.task_event_json(record.task),
             first_version=record.version,
             first_final=is_final(record.state) and pause is None,
             subscription=subscription,
@@ -286,33 +290,18 @@ class Exchange:
             feed=feed,
             poll_interval=self.settings.replica_poll_interval if self.replicas else None,
             client_socket=call.http.client_socket,
-            snapshot=self._snapshot(record.task.id) if held else None,
+            snapshot=functools.partial(self._stored_event, record.task.id) if held else None,
             ends=pause.ends_at if pause is not None else None,
         )
         return Reply(200, list(SSE_HEADERS), body)
 
-    def _snapshot(self, task_id: str) -> t.Callable[[], tuple[str, int, bool] | None]:
-        """The stored task as a stream's first event, or None when it is not stored."""
-
-        def snapshot() -> tuple[str, int, bool] | None:
-            record = self.store.get_task(task_id)
-            if record is None:
-                return None
-            task_json = jsonrpc.encode({"task": wire.dump_task(record.task)})
-            return task_json, record.version, is_final(record.state)
-
-        return snapshot
-
     def _stored_event(self, task_id: str, version: int = 0) -> tuple[str, int, bool] | None:
-        """The stored task as a stream event, when newer than ``version``."""
+        """The stored task as a stream event (a stream's first, a replica's snapshot), when
+        newer than ``version``; None when it is not stored."""
         record = self.store.get_task(task_id)
         if record is None or record.version <= version:
             return None
-        return (
-            jsonrpc.encode({"task": wire.dump_task(record.task)}),
-            record.version,
-            is_final(record.state),
-        )
+        return wire.task_event_json(record.task), record.version, is_final(record.state)
 
     def _settled_elsewhere(self, task_id: str, version: int) -> None:
         """The bus says another process settled a task: if it runs here, cut it now."""
@@ -378,17 +367,13 @@ class Exchange:
         """Hold ``record``'s tier to both retention bounds now (``flask a2a trim``)."""
         self.retention.trim_tier(record)
 
-    def forget(self, task_id: str) -> None:
-        """A task was deleted: cut its local run and end its streams with no event."""
+    def forget(self, task_id: str, *, local: bool = False) -> None:
+        """A task was deleted: cut its local run and end its streams with no event. ``local``:
+        a settled task (retention), which no other replica runs or streams any more, so a
+        shared bus (Redis) is not told: a blocking send whose settle trims its tier costs the
+        bus nothing."""
         self.runs.cut(task_id)
-        self.bus.publish(BusEvent(task_id, 2**62, None, "", final=True, gone=True))
-
-    def _forget_settled(self, task_id: str) -> None:
-        """Retention deleted a settled task: its streams here end; no other replica runs it
-        or streams it any more, so a shared bus (Redis) is not told: a blocking send whose
-        settle trims its tier costs the bus nothing."""
-        self.runs.cut(task_id)
-        self.bus.publish(BusEvent(task_id, 2**62, None, "", final=True, gone=True, local=True))
+        self.bus.publish(BusEvent.removed(task_id, local=local))
 
     # ------------------------------------------------------------------ push configs
 
@@ -540,12 +525,12 @@ class _Feed:
             return None
         if record is None:
             # Deleted (by another replica's retention, say): end this process's streams.
-            exchange.bus.publish(BusEvent(task_id, 2**62, None, "", final=True, gone=True))
+            exchange.bus.publish(BusEvent.removed(task_id))
             return None
         if record.version <= version:
             return None
         return (
-            jsonrpc.encode({"task": wire.dump_task(record.task)}),
+            wire.task_event_json(record.task),
             record.version,
             pause.ends(record.task.status) if pause is not None else is_final(record.state),
         )

@@ -34,7 +34,7 @@ from ..protocol.model import (
 # Re-exported: ``flask_a2a.tasks`` (the old path) still names them.
 from ..protocol.scrub import scrub as scrub
 from ..protocol.scrub import scrub_exception as scrub_exception
-from ..protocol.wire import dump_event, task_json
+from ..protocol.wire import dump_event, task_event_json
 from ..store.base import StaleTaskError, Store, TaskRecord
 from .bus import Bus, BusEvent
 
@@ -153,7 +153,7 @@ class TaskWriter:
         stored = self.store.create_task(record)
         if self.after_store is not None:
             self.after_store()
-        result_json = '{"task":' + task_json(stored.task) + "}"  # the store's own encoding
+        result_json = task_event_json(stored.task)  # the store's own encoding
         self.bus.publish(BusEvent(stored.task.id, stored.version, stored.task, result_json, False))
         return stored
 

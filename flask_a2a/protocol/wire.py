@@ -142,6 +142,11 @@ def task_json(task: Task) -> str:
     return cached
 
 
+def task_event_json(task: Task) -> str:
+    """The StreamResponse ``{"task": ...}`` holding the whole task, from its one encoding."""
+    return '{"task":' + task_json(task) + "}"
+
+
 def dump_event(event: Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> dict[
     str, t.Any
 ]:

@@ -34,10 +34,9 @@ from ..ops import telemetry
 from ..ops.log_fields import fields
 from ..ops.metrics import NOOP, Recorder
 from ..protocol.errors import InvalidParamsError
-from ..protocol.jsonrpc import encode
 from ..protocol.model import PushConfig, new_id
 from ..protocol.scrub import scrub
-from ..protocol.wire import dump_task
+from ..protocol.wire import task_event_json
 from ..store.base import Store, TaskRecord
 from . import ssrf
 from .secrets import PushSecrets
@@ -364,7 +363,7 @@ class PushSender:
         # Read after storing: any write this read misses lists the new config in deliver().
         current = self.store.get_task(record.task.id) or record
         if not current.state.terminal:  # a settled task will not change: nothing to tell
-            body = encode({"task": dump_task(current.task)}).encode()
+            body = task_event_json(current.task).encode()
             self.dispatcher.offer(record.owner, config, current.version, body, False)
         return config
 
