@@ -102,44 +102,31 @@ class PrometheusRecorder(Recorder):
         self.store_seconds = Histogram(
             "a2a_store_call_seconds", "Store call latency", ["operation"], buckets=STORE_BUCKETS
         )
-        self._store_children: dict[str, t.Any] = {}
-        #: Children per skill and per (skill, state): skills and states are few and fixed.
-        self._run_children: dict[str, tuple[t.Any, t.Any, t.Any]] = {}
-        self._settled_children: dict[tuple[str, TaskState], t.Any] = {}
-        self._trim_children: dict[str, t.Any] = {}
+        #: (metric, label values) -> its child: ``labels()`` builds a key and takes a lock on
+        #: every call, and the label values (skills, states, operations, kinds) are few.
+        self._children: dict[tuple[t.Any, tuple[str, ...]], t.Any] = {}
         self.trims = Counter(
             "a2a_retention_trimmed_tasks", "Tasks removed or canceled by retention", ["kind"]
         )
 
+    def _child(self, metric: t.Any, *labels: str) -> t.Any:
+        """``metric.labels(*labels)``, looked up once."""
+        child = self._children.get((metric, labels))
+        if child is None:
+            child = self._children[(metric, labels)] = metric.labels(*labels)
+        return child
+
     def run_started(self, skill: str) -> None:
-        started, live, _ = self._skill_children(skill)
-        started.inc()
-        live.inc()
+        self._child(self.runs_started, skill).inc()
+        self._child(self.runs_live, skill).inc()
 
     def run_settled(self, skill: str, state: TaskState, seconds: float) -> None:
-        _, live, duration = self._skill_children(skill)
-        live.dec()
-        settled = self._settled_children.get((skill, state))
-        if settled is None:
-            settled = self._settled_children[(skill, state)] = self.runs_settled.labels(
-                skill, state_label(state)
-            )
-        settled.inc()
-        duration.observe(seconds)
-
-    def _skill_children(self, skill: str) -> tuple[t.Any, t.Any, t.Any]:
-        """A skill's run series, looked up once (``labels()`` builds a key and locks)."""
-        children = self._run_children.get(skill)
-        if children is None:
-            children = self._run_children[skill] = (
-                self.runs_started.labels(skill),
-                self.runs_live.labels(skill),
-                self.run_seconds.labels(skill),
-            )
-        return children
+        self._child(self.runs_live, skill).dec()
+        self._child(self.runs_settled, skill, state_label(state)).inc()
+        self._child(self.run_seconds, skill).observe(seconds)
 
     def run_refused(self, limit: str) -> None:
-        self.run_refusals.labels(limit).inc()
+        self._child(self.run_refusals, limit).inc()
 
     def seat_taken(self) -> None:
         self.seats.inc()
@@ -151,23 +138,17 @@ class PrometheusRecorder(Recorder):
         self.seat_refusals.inc()
 
     def push_sent(self, ok: bool) -> None:
-        self.push.labels("sent" if ok else "failed").inc()
+        self._child(self.push, "sent" if ok else "failed").inc()
 
     def push_dropped(self, reason: str) -> None:
-        self.push_drops.labels(reason).inc()
+        self._child(self.push_drops, reason).inc()
 
     def store_call(self, operation: str, seconds: float) -> None:
-        child = self._store_children.get(operation)
-        if child is None:  # a few operations: each child looked up once (labels() locks)
-            child = self._store_children[operation] = self.store_seconds.labels(operation)
-        child.observe(seconds)
+        self._child(self.store_seconds, operation).observe(seconds)
 
     def trimmed(self, kind: str, count: int) -> None:
-        if count:  # a settle past its tier's bound trims one task: looked up once per kind
-            child = self._trim_children.get(kind)
-            if child is None:
-                child = self._trim_children[kind] = self.trims.labels(kind)
-            child.inc(count)
+        if count:
+            self._child(self.trims, kind).inc(count)
 
 
 def state_label(state: TaskState) -> str:
