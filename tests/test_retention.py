@@ -35,6 +35,15 @@ class SlowTrims(MemoryStore):
         return super().trim_terminal_tasks(tier, keep)
 
 
+def slow_trims(
+    make_app: t.Callable[..., Flask], keep: int
+) -> tuple[SlowTrims, Flask, A2ATestClient]:
+    """An app on a :class:`SlowTrims` store keeping ``keep`` settled tasks, and alice's client."""
+    store = SlowTrims()
+    app = make_app(store=store, config={"A2A_TERMINAL_TASK_RETENTION": keep})
+    return store, app, A2ATestClient(app, "alice")
+
+
 def total(client: A2ATestClient, token: str = "alice") -> int:
     return int(client.rpc("ListTasks", {"pageSize": 100}, token=token).result["totalSize"])
 
@@ -42,9 +51,7 @@ def total(client: A2ATestClient, token: str = "alice") -> int:
 def test_the_answer_does_not_wait_for_the_trim_and_the_list_does(
     make_app: t.Callable[..., Flask],
 ) -> None:
-    store = SlowTrims()
-    app = make_app(store=store, config={"A2A_TERMINAL_TASK_RETENTION": 2})
-    client = A2ATestClient(app, "alice")
+    store, app, client = slow_trims(make_app, keep=2)
     for i in range(2):
         client.send(f"s{i}")
         next_millisecond()
@@ -64,9 +71,7 @@ def test_the_answer_does_not_wait_for_the_trim_and_the_list_does(
 
 
 def test_settles_while_a_trim_runs_share_one_more_trim(make_app: t.Callable[..., Flask]) -> None:
-    store = SlowTrims()
-    app = make_app(store=store, config={"A2A_TERMINAL_TASK_RETENTION": 1})
-    client = A2ATestClient(app, "alice")
+    store, app, client = slow_trims(make_app, keep=1)
     store.open.clear()
     client.send("first")
     assert store.entered.wait(5)
@@ -82,9 +87,7 @@ def test_settles_before_the_trim_starts_share_it_and_a_list_starts_it(
     make_app: t.Callable[..., Flask], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(retention, "GATHER_SECONDS", 30.0)  # only the list starts it
-    store = SlowTrims()
-    app = make_app(store=store, config={"A2A_TERMINAL_TASK_RETENTION": 1})
-    client = A2ATestClient(app, "alice")
+    store, app, client = slow_trims(make_app, keep=1)
     for i in range(4):
         client.send(f"s{i}")
         next_millisecond()
@@ -97,9 +100,7 @@ def test_past_the_tier_bound_a_settle_trims_its_tier_itself(
     make_app: t.Callable[..., Flask], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(retention, "MAX_DEFERRED_TIERS", 1)
-    store = SlowTrims()
-    app = make_app(store=store, config={"A2A_TERMINAL_TASK_RETENTION": 1})
-    client = A2ATestClient(app, "alice")
+    store, app, client = slow_trims(make_app, keep=1)
     store.open.clear()
     client.send("held", token="alice-read")  # its tier's trim holds the one background place
     assert store.entered.wait(5)
@@ -150,9 +151,7 @@ def test_shutdown_runs_the_waiting_trims_before_it_returns(
 ) -> None:
     """No trim is left on a store connection once the exchange has stopped: shutdown starts the
     waiting ones at once (not after their gather delay) and waits for them."""
-    store = SlowTrims()
-    app = make_app(store=store, config={"A2A_TERMINAL_TASK_RETENTION": 1})
-    client = A2ATestClient(app, "alice")
+    store, app, client = slow_trims(make_app, keep=1)
     exchange = app.extensions["a2a"].exchange
     store.open.clear()
     client.send("first")
