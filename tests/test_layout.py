@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pathlib
+import re
 
 import pytest
 
@@ -30,22 +31,10 @@ LAYERS: dict[str, int] = {
     "fleet": 5,
     "client": 5,
 }
-TOP = 6  # extension, cli, gunicorn, testing, the package's __init__ and the deprecated shims
+TOP = 6  # extension, cli, config, gunicorn, testing and the package's __init__
 LEAVES = {"flask_a2a.config"}
 #: Layers that must run without Flask or Werkzeug (a server built by hand can use them).
 NO_FLASK = {"protocol", "exchange", "bindings"}
-#: Old paths kept for one release: each only re-exports its new module.
-SHIMS = {
-    "flask_a2a.crud": "flask_a2a.entities.crud",
-    "flask_a2a.errors": "flask_a2a.protocol.errors",
-    "flask_a2a.health": "flask_a2a.ops.health",
-    "flask_a2a.metrics": "flask_a2a.ops.metrics",
-    "flask_a2a.migrations": "flask_a2a.store.migrations",
-    "flask_a2a.model": "flask_a2a.protocol.model",
-    "flask_a2a.signing": "flask_a2a.card.signing",
-    "flask_a2a.tasks": "flask_a2a.exchange.tasks",
-    "flask_a2a.telemetry": "flask_a2a.ops.telemetry",
-}
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -115,7 +104,7 @@ def test_every_module_imports(name: str) -> None:
     importlib.import_module(name)
 
 
-@pytest.mark.parametrize("name", sorted(set(MODULES) - LEAVES - set(SHIMS)))
+@pytest.mark.parametrize("name", sorted(set(MODULES) - LEAVES))
 def test_a_module_imports_only_its_own_layer_and_below(name: str) -> None:
     own, rank = layer(name)
     wrong = sorted(
@@ -140,19 +129,35 @@ def test_nothing_below_the_top_imports_the_extension_or_the_cli() -> None:
     wrong = sorted(
         (name, target)
         for name in MODULES if layer(name)[1] < TOP
-        for target in package_imports(name) & (top | set(SHIMS))
+        for target in package_imports(name) & top
     )
     assert wrong == []
 
 
-@pytest.mark.parametrize("old", sorted(SHIMS))
-def test_an_old_path_only_re_exports_its_new_module(old: str) -> None:
-    assert package_imports(old) == {SHIMS[old]}
-    new = importlib.import_module(SHIMS[old])
-    shim = importlib.import_module(old)
-    public = [n for n in vars(new) if not n.startswith("_") and getattr(new, n).__class__ is not
-              type(importlib)]
-    assert [n for n in public if getattr(shim, n, None) is not getattr(new, n)] == []
+def architecture_names() -> tuple[set[str], set[str]]:
+    """The packages and the top-level modules the layer table of docs/architecture.md lists."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    packages: set[str] = set()
+    top: set[str] = set()
+    for row in text.splitlines():
+        cells = [cell.strip() for cell in row.split("|")[1:-1]]
+        if len(cells) != 3 or not cells[1].startswith("`flask_a2a/"):
+            continue
+        named = set(re.findall(r"`(?:flask_a2a/)?(\w+)/`", cells[1])) - {"flask_a2a"}
+        packages |= named
+        if not named:  # the top row: the package itself, its modules in the third cell
+            top |= {f"{name}.py" for name in re.findall(r"`([a-z_]+)`", cells[2])}
+    return packages, top
+
+
+def test_the_package_holds_only_what_the_architecture_page_lists() -> None:
+    """No module at the top of the package but the ones the page names (no leftover old paths),
+    and every package the page names exists."""
+    packages, top = architecture_names()
+    present_packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    present_top = {p.name for p in PACKAGE.glob("*.py")}
+    assert present_packages == packages
+    assert present_top == top
 
 
 def test_no_import_cycles_at_module_level() -> None:

@@ -40,23 +40,15 @@ from ..protocol.model import (
     new_id,
     utcnow,
 )
-
-# Re-exported: ``flask_a2a.tasks`` (the old path) still names them.
-from ..protocol.scrub import scrub as scrub
-from ..protocol.scrub import scrub_exception as scrub_exception
 from ..protocol.wire import dump_event
 from ..store.base import StaleTaskError, TaskRecord
 from .bus import BusEvent
+from .writer import TaskWriter, is_final, storing
 
 if t.TYPE_CHECKING:
     from .calls import HeaderLookup
     from .router import Skill
     from .runner import RunHandle, Timer
-
-# Re-exported: ``flask_a2a.tasks`` (the old path) still names them.
-from .writer import TaskWriter as TaskWriter
-from .writer import is_final as is_final
-from .writer import storing as storing
 
 log = logging.getLogger("flask_a2a")
 

@@ -30,10 +30,7 @@ from ..protocol.model import (
     TaskStatusUpdateEvent,
     utcnow,
 )
-
-# Re-exported: ``flask_a2a.tasks`` (the old path) still names them.
-from ..protocol.scrub import scrub as scrub
-from ..protocol.scrub import scrub_exception as scrub_exception
+from ..protocol.scrub import scrub
 from ..protocol.wire import dump_event, task_event_json
 from ..store.base import StaleTaskError, Store, TaskRecord
 from .bus import Bus, BusEvent
