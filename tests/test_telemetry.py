@@ -176,7 +176,8 @@ import sys
 sys.modules['opentelemetry'] = None
 sys.modules['prometheus_client'] = None
 from flask import Flask
-from flask_a2a import A2A, Principal, Skill, telemetry, metrics
+from flask_a2a import A2A, Principal, Skill
+from flask_a2a.ops import telemetry, metrics
 from flask_a2a.testing import A2ATestClient
 app = Flask('x')
 a2a = A2A(app, skills=[Skill(id='echo', name='E', description='E',
