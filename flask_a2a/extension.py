@@ -40,7 +40,7 @@ if t.TYPE_CHECKING:
 
     from .card.signing import SigningKey
 
-PrincipalHook = t.Callable[[], "Principal | str | None"]
+PrincipalHook = t.Callable[[], "Principal | str | int | None"]
 ExtendedCardHook = t.Callable[[Principal], t.Any]
 
 #: HTTP methods routed to the endpoint so that anything but POST gets a JSON-RPC 405.

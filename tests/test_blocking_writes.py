@@ -155,7 +155,8 @@ def test_a_held_task_is_not_listed_and_leaves_nothing_when_the_run_is_cut(
     thread.join(10)
     task = answers[0]["task"]
     assert task["status"]["state"] == "TASK_STATE_CANCELED"
-    assert store.get_task(task["id"]).task.status.state.value == "TASK_STATE_CANCELED"
+    stored = store.get_task(task["id"])
+    assert stored is not None and stored.task.status.state.value == "TASK_STATE_CANCELED"
     assert store.creates == 1
 
 
@@ -182,7 +183,8 @@ def test_hand_off_writes_the_task_before_it_returns(
     assert found[0] is not None and found[0].task.status.state.value == "TASK_STATE_WORKING"
     updater = exchange_of(client.app).task_updater(task["id"])
     updater.complete("done")
-    assert store.get_task(task["id"]).task.status.state.value == "TASK_STATE_COMPLETED"
+    stored = store.get_task(task["id"])
+    assert stored is not None and stored.task.status.state.value == "TASK_STATE_COMPLETED"
 
 
 def test_a_paused_blocking_run_is_written_and_resumable(make_app: t.Callable[..., Flask]) -> None:

@@ -248,7 +248,7 @@ def test_extended_card_dict_is_served_as_given(make_app: t.Callable[..., Flask])
 
 def test_extended_card_refuses_anonymous_callers(make_app: t.Callable[..., Flask]) -> None:
     callers: list[Principal] = []
-    app = make_app(extended_card=lambda p: callers.append(p) or AgentCard())
+    app = make_app(extended_card=lambda p: callers.append(p) or AgentCard())  # type: ignore[func-returns-value]
     response = A2ATestClient(app).rpc("GetExtendedAgentCard", {})
     assert response.status == 401
     assert callers == []

@@ -202,7 +202,7 @@ def test_trim_cancels_paused_tasks_past_their_bound(
 
 def test_trim_needs_owners_unless_the_store_lists_them(make_app: t.Callable[..., Flask]) -> None:
     class Unlisting(MemoryStore):
-        owners = None  # a custom store that cannot list its owners
+        owners = None  # type: ignore[assignment]  # a custom store that cannot list its owners
 
     app = make_app(store=Unlisting())
     result = run(app, "trim")

@@ -111,7 +111,7 @@ async def connect(
     )
     client = ClientFactory(config).create(card)
     expected = {"JSONRPC": "JsonRpcTransport", "HTTP+JSON": "RestTransport"}[transport]
-    assert type(client._transport).__name__ == expected  # the factory took our binding
+    assert type(client._transport).__name__ == expected  # type: ignore[attr-defined]  # the factory took our binding
     return card, client
 
 

@@ -147,6 +147,7 @@ def test_totals_come_from_row_trigger_counts_whoever_writes_the_table(
             assert total == truth, query
         statements.clear()
         store.list_tasks(ListQuery("alice"))
+        assert store.counts is not None
         assert any(store.counts.name in s for s in statements)
         assert not any("count(*)" in s.lower() for s in statements), statements
         store.erase_owner("bob")

@@ -124,8 +124,12 @@ def test_a_foreign_cancel_is_noticed_by_a_blocking_send_on_a(
     # A blocking send's task id reaches nobody: B finds it by listing, once A has written it
     # (A2A_BLOCKING_WRITE_DELAY after it started).
     listed: list[t.Any] = []
-    assert wait_for(lambda: bool(listed.extend(replicas.b.rpc("ListTasks", {}).result["tasks"])
-                                 or listed))  # fmt: skip
+
+    def listed_on_b() -> bool:
+        listed.extend(replicas.b.rpc("ListTasks", {}).result["tasks"])
+        return bool(listed)
+
+    assert wait_for(listed_on_b)
     (run,) = exchange(replicas.app_a).live_runs()
     assert listed[0]["id"] == run.task_id
     assert replicas.b.rpc("CancelTask", {"id": run.task_id}).result["id"] == run.task_id
@@ -168,10 +172,10 @@ def test_subscribe_on_b_follows_a_run_on_a(
     for i in range(3):
         version = store_a.get_task(task_id).version
         step.release()
-        assert wait_for(lambda v=version: store_a.get_task(task_id).version > v)
+        assert wait_for(lambda v=version: store_a.get_task(task_id).version > v)  # type: ignore[misc]
         seen = reads[0]
         if i < 2:  # the last step ends the stream: there is no poll to wait for
-            assert wait_for(lambda n=seen: reads[0] >= n + 2)  # B polled after the write
+            assert wait_for(lambda n=seen: reads[0] >= n + 2)  # type: ignore[misc]  # B polled after the write
     thread.join(10)
     assert not thread.is_alive()
     texts = [

@@ -285,7 +285,8 @@ def test_a_stream_whose_handler_never_acts_shows_its_task_after_the_write_delay(
     )
     client = A2ATestClient(app, token="alice")
     params = {"message": client.message("x", skill="q")}
-    frames = iter(client.call("SendStreamingMessage", params, buffered=False).response)
+    answer = client.call("SendStreamingMessage", params, buffered=False)
+    frames = t.cast(t.Iterator[bytes], iter(answer.response))
     first = client.event(parse_sse(next(frames).decode())[0])["result"]["task"]  # after 0.05 s
     assert first["status"]["state"] == "TASK_STATE_SUBMITTED" and first["id"] == quiet.task_id
     listed = client.rpc("ListTasks", {}).result["tasks"]

@@ -94,7 +94,7 @@ def test_cancel_and_subscribe_take_an_empty_body_and_subscribe_both_verbs(
         stream = http.open(f"/a2a/rest/tasks/{task_id}:subscribe", method=verb, headers=AUTH,
                            buffered=False)  # fmt: skip
         assert stream.status_code == 200 and stream.mimetype == "text/event-stream"
-        first = next(iter(stream.response))
+        first = t.cast(bytes, next(iter(stream.response)))
         assert json.loads(first.decode()[len("data: "):])["task"]["id"] == task_id
         stream.close()
     canceled = http.post(f"/a2a/rest/tasks/{task_id}:cancel", headers=AUTH)  # no body at all

@@ -64,7 +64,7 @@ def test_tiers_do_not_wait_for_each_other_and_a_lone_settle_trims_at_once() -> N
     thread.start()
     assert started.wait(10)
     other: list[t.Any] = []
-    assert rounds.run(Tier("bob", None, None), 2, lambda _: other.append(1) or ["b"]) == ["b"]
+    assert rounds.run(Tier("bob", None, None), 2, lambda _: other.append(1) or ["b"]) == ["b"]  # type: ignore[func-returns-value]
     release.set()
     thread.join(10)
     assert rounds.run(TIER, 3, lambda _: ["again"]) == ["again"]

@@ -144,7 +144,7 @@ def test_plain_caller_session_gets_the_dial_time_guard(
     # The caller's own session is left as it was; the clone keeps its settings.
     assert all(type(a) is HTTPAdapter for a in session.adapters.values())
     assert session.trust_env is True
-    clone = t.cast(ssrf.GuardedClient, push.client).session
+    clone = push.client.session
     assert clone.headers["User-Agent"] == "caller-agent"
     assert all(isinstance(a, ssrf.GuardedAdapter) for a in clone.adapters.values())
 

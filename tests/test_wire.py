@@ -498,7 +498,7 @@ def test_plain_params_never_reach_marshmallow(
     def refuse(*args: t.Any) -> t.NoReturn:
         raise AssertionError("the plain shape must take the direct reader")
 
-    monkeypatch.setattr(message_params.wire, "load_params", refuse)
+    monkeypatch.setattr(wire, "load_params", refuse)
     assert message_params.read_send_params(params)["message"].message_id == "m"
 
 
