@@ -93,7 +93,9 @@ def webhook() -> t.Iterator[t.Any]:
 def runner_kind(request: pytest.FixtureRequest) -> str:
     kind = t.cast(str, request.param)
     if kind == "gevent" and not gevent_patched():
-        pytest.skip("gevent runner cases run in the patched session (tests/test_gevent_session.py)")
+        pytest.skip(
+            "gevent runner cases run in the patched session (tests/live/test_gevent_session.py)"
+        )
     if kind == "threads" and gevent_patched():
         pytest.skip("thread runner cases run in the unpatched session")
     return kind
@@ -197,19 +199,6 @@ def pg_engine() -> t.Iterator[t.Any]:
     engine.dispose()
 
 
-@pytest.fixture(scope="session")
-def pg_own_engine(pg_engine: t.Any) -> t.Iterator[t.Any]:
-    """An engine as ``A2A_DATABASE_URL`` gets one: its connections carry the store's default
-    settings and autocommit, so a store on it runs one-statement calls in one round trip."""
-    from flask_a2a.store.sql import engine_from_url
-
-    engine = engine_from_url(
-        pg_url(), statement_timeout=5.0, connect_args={"connect_timeout": 3}, pool_size=10
-    )
-    yield engine
-    engine.dispose()
-
-
 MYSQL_DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/test?charset=utf8mb4"
 
 
@@ -234,18 +223,6 @@ def mysql_engine() -> t.Iterator[t.Any]:
     except Exception as exc:
         pytest.skip(f"MariaDB/MySQL is not reachable at {url} (set A2A_TEST_MYSQL_URL; "
                     f"pip install flask-a2a[mysql]): {exc}")  # fmt: skip
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture(scope="session")
-def mysql_own_engine(mysql_engine: t.Any) -> t.Iterator[t.Any]:
-    """An engine as ``A2A_DATABASE_URL`` gets one (session settings, autocommit)."""
-    from flask_a2a.store.sql import engine_from_url
-
-    engine = engine_from_url(
-        mysql_url(), statement_timeout=5.0, connect_args={"connect_timeout": 3}, pool_size=10
-    )
     yield engine
     engine.dispose()
 
@@ -323,43 +300,3 @@ def new_pg_database(pg_engine: t.Any) -> t.Iterator[t.Callable[[], str]]:
     with admin.connect() as conn:
         for name in names:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def new_mysql_database(mysql_engine: t.Any) -> t.Iterator[t.Callable[[], str]]:
-    """``new_mysql_database()``: the URL of a new, uniquely named MariaDB/MySQL database
-    (utf8mb4); dropped afterwards."""
-    import uuid
-
-    import sqlalchemy as sa
-
-    names: list[str] = []
-
-    def create() -> str:
-        name = f"a2a_test_{uuid.uuid4().hex[:12]}"
-        with mysql_engine.connect() as conn:
-            conn.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-        names.append(name)
-        return sa.make_url(mysql_url()).set(database=name).render_as_string(hide_password=False)
-
-    yield create
-    with mysql_engine.connect() as conn:
-        for name in names:
-            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
-
-
-@pytest.fixture(params=SQL_KINDS)
-def new_database(request: pytest.FixtureRequest, tmp_path: t.Any) -> t.Callable[[], str]:
-    """``new_database()``: the URL of an empty database of its own, a SQLite file or (the
-    postgres / mysql cases) a fresh PostgreSQL / MariaDB database."""
-    if request.param == "postgres":
-        return t.cast(t.Callable[[], str], request.getfixturevalue("new_pg_database"))
-    if request.param == "mysql":
-        return t.cast(t.Callable[[], str], request.getfixturevalue("new_mysql_database"))
-    made = iter(range(1000))
-    return lambda: f"sqlite:///{tmp_path / f'app{next(made)}.db'}"
-
-
-@pytest.fixture
-def app_database_url(new_database: t.Callable[[], str]) -> str:
-    return new_database()

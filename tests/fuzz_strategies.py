@@ -1,4 +1,4 @@
-"""The hypothesis strategies of the fuzz test (tests/test_fuzz.py): near-valid requests for
+"""The hypothesis strategies of the fuzz test (tests/protocol/test_fuzz.py): near-valid requests for
 every method, odd values, envelopes and headers. Seeded rows are named symbolically (:class:`Ref`)
 and resolved to their current ids when a request is sent."""
 

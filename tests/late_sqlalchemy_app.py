@@ -1,5 +1,5 @@
-"""A host app that registers ``A2A`` before Flask-SQLAlchemy (tests/test_store_choice.py runs it
-under ``gunicorn -w 2``): the workers must still share the app's database.
+"""A host app that registers ``A2A`` before Flask-SQLAlchemy (tests/store/test_store_choice.py
+runs it under ``gunicorn -w 2``): the workers must still share the app's database.
 
 ``LATE_DATABASE_URL`` is the app's ``SQLALCHEMY_DATABASE_URI``.
 """

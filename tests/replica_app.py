@@ -1,11 +1,11 @@
-"""One replica for tests/test_replicas.py: run under ``gunicorn -k gevent``, several at once.
+"""One replica for tests/fleet/test_replicas.py: run under ``gunicorn -k gevent``, several at once.
 
 Every replica opens the same PostgreSQL tables: ``A2A_DATABASE_URL`` and the table prefix in
 ``A2A_TEST_TABLE_PREFIX``. Other ``A2A_*`` variables are settings (JSON values).
 ``GET /test/cut/<task_id>`` tells when (``time.monotonic()``, one clock for every process on
 the machine) and how a ``sleepy`` handler ended on this replica. ``POST /test/step/<task_id>``
 lets a ``paced`` run write its next chunk(s); ``GET /test/bus`` tells whether the Redis bus
-delivers other replicas' events one by one right now (tests/test_fleet.py).
+delivers other replicas' events one by one right now (tests/live/test_fleet.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ marshmallow (``wire.SendMessageRequestSchema``) is the validator; it also costs 
 an echo SendMessage's CPU. This reader accepts only a strict subset of what the schema accepts
 (camelCase keys, no nulls, no raw bytes, no push config, the usual types) and builds exactly the
 same result. Anything outside that subset — including every invalid request — goes to the schema,
-so refusals and their field messages have one source. ``tests/test_wire.py`` checks both agree.
+so refusals and their field messages have one source. ``tests/protocol/test_wire.py`` checks
+both agree.
 """
 
 from __future__ import annotations

@@ -1,0 +1,287 @@
+"""Flask-Migrate (Alembic) in a host app that adds the exchange: the documented recipe.
+
+The host app is a file with a Flask-SQLAlchemy model; every ``flask db`` command runs as the
+user runs it, in a subprocess (Alembic's env.py reconfigures logging).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import re
+import subprocess
+import sys
+import typing as t
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from flask_a2a.store import migrations
+from flask_a2a.store.sql import SQLStore
+from flask_a2a.testing import A2ATestClient
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HOST_APP = '''
+import os
+
+from flask import Flask
+from flask_migrate import Migrate
+from flask_sqlalchemy import SQLAlchemy
+
+from flask_a2a import A2A, Part, Principal, Skill
+from flask_a2a.store import migrations as a2a_migrations
+
+db = SQLAlchemy()
+
+
+class Invoice(db.Model):
+    id = db.Column(db.Integer, primary_key=True)
+    owner = db.Column(db.String(64), nullable=False, index=True)
+    if os.environ.get("HOST_TOTAL"):
+        total = db.Column(db.Integer, nullable=True)
+
+
+def echo(task):
+    task.artifact([Part(text=task.message.text)], name="echo")
+
+
+def create_app():
+    app = Flask(__name__)
+    app.config["SQLALCHEMY_DATABASE_URI"] = os.environ["HOST_DATABASE_URL"]
+    app.config["A2A_CREATE_TABLES"] = os.environ.get("HOST_A2A_TABLES") != "migrations"
+    if os.environ.get("HOST_A2A"):  # A2A before Flask-SQLAlchemy, as a real app may
+        A2A(app, skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)],
+            principal=lambda: Principal(owner="alice"))
+    db.init_app(app)
+    if os.environ.get("HOST_RECIPE"):  # docs/storage-and-scaling.md, Migrations
+        Migrate(app, db, include_name=a2a_migrations.include_name())
+    else:
+        Migrate(app, db)
+    return app
+'''
+
+#: What the documented revision holds (docs/storage-and-scaling.md).
+A2A_REVISION = '''
+def upgrade():
+    a2a_migrations.create_tables(op.get_bind())
+
+
+def downgrade():
+    a2a_migrations.drop_tables(op.get_bind())
+'''
+
+
+class Host:
+    """The host app's folder: ``flask db ...`` in it, and the app itself in this process."""
+
+    def __init__(self, folder: Path, url: str) -> None:
+        self.folder = folder
+        self.url = url
+        folder.mkdir(exist_ok=True)
+        folder.joinpath("hostapp.py").write_text(HOST_APP)
+        self.env = {"HOST_DATABASE_URL": url}
+
+    def flask(self, *args: str, **env: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "hostapp:create_app", "db", *args],
+            cwd=self.folder, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PYTHONPATH": f"{self.folder}{os.pathsep}{ROOT}",
+                 **self.env, **env},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    def revisions(self) -> set[Path]:
+        return set(self.folder.joinpath("migrations", "versions").glob("*.py"))
+
+    def app(self, monkeypatch: pytest.MonkeyPatch, **env: str) -> t.Any:
+        for key, value in {**self.env, **env}.items():
+            monkeypatch.setenv(key, value)
+        spec = importlib.util.spec_from_file_location(
+            f"hostapp_{uuid.uuid4().hex[:8]}", self.folder / "hostapp.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.create_app()
+
+
+def upgrade_body(revision: Path) -> str:
+    text = revision.read_text()
+    return text[text.index("def upgrade():") : text.index("def downgrade():")]
+
+
+def send(app: t.Any) -> dict[str, t.Any]:
+    try:
+        return t.cast(dict[str, t.Any], A2ATestClient(app, "alice").send("hi", skill="echo"))
+    finally:
+        app.extensions["a2a"].exchange.shutdown(2)
+
+
+def dispose(app: t.Any) -> None:
+    with app.app_context():
+        app.extensions["sqlalchemy"].engine.dispose()
+
+
+def test_autogenerate_after_adding_a2a_yields_no_operation_on_its_tables(
+    new_database: t.Callable[[], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = Host(tmp_path, new_database())
+    host.flask("init")
+    host.flask("migrate", "-m", "invoices")
+    host.flask("upgrade")
+    # The host adds the exchange; the store makes its tables itself (A2A_CREATE_TABLES on).
+    app = host.app(monkeypatch, HOST_A2A="1")
+    assert send(app)["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    dispose(app)
+    before = host.revisions()
+
+    # Without the recipe: what a user saw (Alembic wants our tables gone).
+    out = host.flask("migrate", "-m", "without", HOST_A2A="1")
+    (unwanted,) = host.revisions() - before
+    assert "drop_table('a2a_tasks')" in upgrade_body(unwanted)
+    if host.url.startswith("sqlite"):  # (SQLAlchemy reflects them on PostgreSQL)
+        assert "expression-based index" in out
+    unwanted.unlink()
+
+    # With the recipe: nothing to do, and no reflection of our expression indexes.
+    out = host.flask("migrate", "-m", "with", HOST_A2A="1", HOST_RECIPE="1")
+    assert "No changes in schema detected" in out, out
+    assert "expression-based index" not in out and "a2a_" not in out
+    assert host.revisions() == before
+
+    # A change of the host's own models migrates alone.
+    host.flask("migrate", "-m", "total", HOST_A2A="1", HOST_RECIPE="1", HOST_TOTAL="1")
+    (total,) = host.revisions() - before
+    body = upgrade_body(total)
+    assert "add_column" in body and "'total'" in body and "a2a_" not in body
+
+
+def catalog(url: str) -> dict[str, t.Any]:
+    """Everything of ours the database holds: tables, columns, keys, index and trigger DDL."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            names = sorted(n for n in inspector.get_table_names() if n.startswith("a2a_"))
+            shape: dict[str, t.Any] = {
+                name: {
+                    "columns": [(c["name"], str(c["type"]), c["nullable"])
+                                for c in inspector.get_columns(name)],
+                    "key": inspector.get_pk_constraint(name)["constrained_columns"],
+                }  # fmt: skip
+                for name in names
+            }
+            if conn.dialect.name == "sqlite":
+                query = "SELECT name, sql FROM sqlite_master WHERE type IN ('index', 'trigger')"
+            elif conn.dialect.name == "mysql":
+                query = (
+                    "SELECT index_name, GROUP_CONCAT(column_name ORDER BY seq_in_index) "
+                    "FROM information_schema.statistics WHERE table_schema = DATABASE() "
+                    "GROUP BY table_name, index_name UNION SELECT trigger_name, action_statement "
+                    "FROM information_schema.triggers WHERE trigger_schema = DATABASE()"
+                )
+            else:
+                query = (
+                    "SELECT indexname, indexdef FROM pg_indexes "
+                    "UNION SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger "
+                    "WHERE NOT tgisinternal UNION SELECT proname, prosrc FROM pg_proc"
+                )
+            rows = conn.exec_driver_sql(query).all()
+            shape["ddl"] = sorted((name, sql) for name, sql in rows if name.startswith(
+                ("a2a_", "ix_a2a_", "sqlite_autoindex_a2a_")))  # fmt: skip
+            return shape
+    finally:
+        engine.dispose()
+
+
+def test_migrations_create_what_the_store_needs_from_an_empty_database(
+    new_database: t.Callable[[], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = Host(tmp_path / "host", new_database())
+    host.env.update(HOST_A2A="1", HOST_RECIPE="1", HOST_A2A_TABLES="migrations")
+    host.flask("init")
+    host.flask("migrate", "-m", "invoices")
+    before = host.revisions()
+    host.flask("revision", "-m", "a2a tables")
+    (revision,) = host.revisions() - before
+    imports = "from alembic import op\n\nfrom flask_a2a.store import migrations as a2a_migrations\n"
+    text = revision.read_text().replace("from alembic import op\n", imports)
+    text = re.sub(r"\ndef upgrade\(\):.*", A2A_REVISION, text, flags=re.S)
+    revision.write_text(text)
+    host.flask("upgrade")
+
+    # The store runs no DDL (A2A_CREATE_TABLES off) and serves on what the migration made.
+    app = host.app(monkeypatch)
+    task = send(app)["task"]
+    with app.app_context():
+        stored = app.extensions["sqlalchemy"].session.execute(
+            sa.text("SELECT id FROM a2a_tasks")
+        ).scalars().all()
+    assert stored == [task["id"]]
+    dispose(app)
+
+    # The same schema as a store that creates its tables itself.
+    itself = new_database()
+    engine = sa.create_engine(itself)
+    SQLStore(engine)
+    engine.dispose()
+    assert catalog(host.url) == catalog(itself)
+    made = catalog(host.url)
+    assert {"a2a_tasks", "a2a_push_configs"} <= set(made)
+    names = {name for name, _ in made["ddl"]}
+    assert {"ix_a2a_tasks_tier", "ix_a2a_tasks_owner"} <= names
+    if host.url.startswith("postgresql"):  # the counts and their triggers came along
+        assert "a2a_task_counts" in made and "a2a_count_tasks" in names
+        assert {"a2a_tasks_count_insert", "a2a_tasks_count_delete"} <= names
+    if host.url.startswith("mysql"):  # row-level count triggers (no function on MySQL)
+        assert "a2a_task_counts" in made
+        assert {"a2a_tasks_count_insert", "a2a_tasks_count_delete"} <= names
+
+    host.flask("downgrade", "base")
+    assert not [name for name in catalog(host.url) if name.startswith("a2a_")]
+
+
+def test_without_table_creation_missing_tables_fail_clearly_until_migrated(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from flask import Flask
+
+    from flask_a2a import A2A, Principal, Skill
+    from tests.conftest import echo
+
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    app = Flask("no_tables")
+    app.config.update(A2A_DATABASE_URL=url, A2A_CREATE_TABLES=False)
+    a2a = A2A(app, skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)],
+              principal=lambda: Principal(owner="alice"))  # fmt: skip
+    client = A2ATestClient(app, "alice")
+    with caplog.at_level(logging.ERROR, "flask_a2a"):
+        refused = client.rpc("SendMessage", {"message": client.message("hi", skill="echo")})
+    assert refused.code == -32603
+    assert "A2A_CREATE_TABLES" in caplog.text and "a2a_tasks" in caplog.text
+    engine = sa.create_engine(url)
+    assert sa.inspect(engine).get_table_names() == []  # the store ran no DDL
+    with engine.begin() as conn:  # what the migration does
+        migrations.create_tables(conn)
+    engine.dispose()
+    assert client.send("again", skill="echo")["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    a2a.shutdown(2, app)
+
+
+def test_include_name_skips_only_the_exchanges_tables() -> None:
+    seen: list[tuple[str | None, str]] = []
+
+    def host(name: str | None, type_: str, parents: t.Mapping[str, str | None]) -> bool:
+        seen.append((name, type_))
+        return name != "legacy"
+
+    include = migrations.include_name("x_", host=host)
+    assert not include("x_tasks", "table", {}) and not include("x_task_counts", "table", {})
+    assert include("invoice", "table", {}) and not include("legacy", "table", {})
+    assert include("a2a_tasks", "table", {})  # another prefix's tables are the host's
+    assert ("x_tasks", "table") not in seen and ("invoice", "table") in seen
