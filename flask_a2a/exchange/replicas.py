@@ -25,8 +25,9 @@ from .tasks import Run
 from .writer import is_final
 
 if t.TYPE_CHECKING:
-    from ..store.base import TaskRecord
-    from .methods import Exchange
+    from ..config import Settings
+    from ..store.base import Store, TaskRecord
+    from .runner import Runner
 
 log = logging.getLogger("flask_a2a")
 
@@ -48,10 +49,26 @@ def announce(bus: Bus, record: TaskRecord) -> None:
     bus.publish(BusEvent(task.id, record.version, event, result_json, is_final(record.state)))
 
 
+class ReplicaHost(t.Protocol):
+    """What the watch uses of its exchange (``methods.Exchange``, which builds the watch: this
+    module does not name it back)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def runner(self) -> Runner: ...
+    @property
+    def bus(self) -> Bus: ...
+    def live_runs(self) -> list[Run]: ...
+    def forget(self, task_id: str, *, local: bool = False) -> None: ...
+
+
 class ReplicaWatch:
     """One background loop per exchange, alive while this process has runs."""
 
-    def __init__(self, exchange: Exchange) -> None:
+    def __init__(self, exchange: ReplicaHost) -> None:
         self.exchange = exchange
         self.interval = max(0.01, exchange.settings.replica_poll_interval)
         self._lock = threading.Lock()

@@ -54,10 +54,15 @@ from .runner import Runner, RunSlots
 from .tasks import Run, TaskContext
 from .writer import TaskWriter, is_final
 
-if t.TYPE_CHECKING:
-    from .replicas import ReplicaWatch
-
 log = logging.getLogger("flask_a2a")
+
+
+class ReplicaHooks(t.Protocol):
+    """What a run tells the replica watch (``replicas.ReplicaWatch``, set by the exchange: this
+    module does not name it)."""
+
+    def watch(self) -> None: ...
+    def finished(self, run: Run) -> None: ...
 
 #: The status text of a task whose handler raised (``task.fail(text)`` says more, on purpose).
 HANDLER_FAILED: t.Final = "skill handler failed"
@@ -100,7 +105,7 @@ class Runs:
         #: Prometheus metrics (a no-op without the prometheus extra or with A2A_METRICS off).
         self.metrics = recorder(settings.metrics)
         #: Polls a shared store for foreign writes to our runs (set by the exchange).
-        self.replicas: ReplicaWatch | None = None
+        self.replicas: ReplicaHooks | None = None
         self._runs: dict[str, Run] = {}
         self._lock = threading.Lock()
         #: Entered around each handler call, on the run's own thread or greenlet: the Flask

@@ -47,10 +47,31 @@ from .writer import TaskWriter, is_final, storing
 
 if t.TYPE_CHECKING:
     from .calls import HeaderLookup
-    from .router import Skill
     from .runner import RunHandle, Timer
 
 log = logging.getLogger("flask_a2a")
+
+
+
+class SkillInfo(t.Protocol):
+    """The skill a task runs, as its handler sees it (``router.Skill``; the router names this
+    module for its handler type, so this one describes the skill instead of importing it)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def tags(self) -> tuple[str, ...]: ...
+    @property
+    def examples(self) -> tuple[str, ...]: ...
+    @property
+    def input_modes(self) -> tuple[str, ...]: ...
+    @property
+    def output_modes(self) -> tuple[str, ...]: ...
+
 
 #: Follow-ups a run keeps for ``receive()`` before dropping the oldest (they stay in history).
 INBOX_LIMIT: t.Final = 256
@@ -333,7 +354,7 @@ class TaskContext(TaskMutations):
         run: Run,
         message: Message,
         principal: Principal,
-        skill: Skill,
+        skill: SkillInfo,
         credentials: t.Mapping[str, str] | None = None,
         *,
         extensions: t.Iterable[str] = (),
@@ -352,7 +373,7 @@ class TaskContext(TaskMutations):
         #: Who asked.
         self.principal = principal
         #: The skill being run.
-        self.skill = skill
+        self.skill: SkillInfo = skill
         self._settled = False
         #: The handler changed the task (so it may no longer ``reply()``).
         self._acted = False
