@@ -199,6 +199,19 @@ def pg_engine() -> t.Iterator[t.Any]:
     engine.dispose()
 
 
+@pytest.fixture(scope="session")
+def pg_own_engine(pg_engine: t.Any) -> t.Iterator[t.Any]:
+    """An engine as ``A2A_DATABASE_URL`` gets one: its connections carry the store's default
+    settings and autocommit, so a store on it runs one-statement calls in one round trip."""
+    from flask_a2a.store.sql import engine_from_url
+
+    engine = engine_from_url(
+        pg_url(), statement_timeout=5.0, connect_args={"connect_timeout": 3}, pool_size=10
+    )
+    yield engine
+    engine.dispose()
+
+
 MYSQL_DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/test?charset=utf8mb4"
 
 
@@ -223,6 +236,18 @@ def mysql_engine() -> t.Iterator[t.Any]:
     except Exception as exc:
         pytest.skip(f"MariaDB/MySQL is not reachable at {url} (set A2A_TEST_MYSQL_URL; "
                     f"pip install flask-a2a[mysql]): {exc}")  # fmt: skip
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def mysql_own_engine(mysql_engine: t.Any) -> t.Iterator[t.Any]:
+    """An engine as ``A2A_DATABASE_URL`` gets one (session settings, autocommit)."""
+    from flask_a2a.store.sql import engine_from_url
+
+    engine = engine_from_url(
+        mysql_url(), statement_timeout=5.0, connect_args={"connect_timeout": 3}, pool_size=10
+    )
     yield engine
     engine.dispose()
 

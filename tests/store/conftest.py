@@ -1,5 +1,5 @@
-"""Fixtures of the store tests: engines as the store makes them, and empty databases of their
-own (SQLite files, or fresh PostgreSQL / MariaDB databases)."""
+"""Fixtures of the store tests: empty databases of their own (SQLite files, or fresh PostgreSQL /
+MariaDB databases)."""
 
 from __future__ import annotations
 
@@ -7,32 +7,7 @@ import typing as t
 
 import pytest
 
-from tests.conftest import SQL_KINDS, mysql_url, pg_url
-
-
-@pytest.fixture(scope="session")
-def pg_own_engine(pg_engine: t.Any) -> t.Iterator[t.Any]:
-    """An engine as ``A2A_DATABASE_URL`` gets one: its connections carry the store's default
-    settings and autocommit, so a store on it runs one-statement calls in one round trip."""
-    from flask_a2a.store.sql import engine_from_url
-
-    engine = engine_from_url(
-        pg_url(), statement_timeout=5.0, connect_args={"connect_timeout": 3}, pool_size=10
-    )
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture(scope="session")
-def mysql_own_engine(mysql_engine: t.Any) -> t.Iterator[t.Any]:
-    """An engine as ``A2A_DATABASE_URL`` gets one (session settings, autocommit)."""
-    from flask_a2a.store.sql import engine_from_url
-
-    engine = engine_from_url(
-        mysql_url(), statement_timeout=5.0, connect_args={"connect_timeout": 3}, pool_size=10
-    )
-    yield engine
-    engine.dispose()
+from tests.conftest import SQL_KINDS, mysql_url
 
 
 @pytest.fixture
