@@ -49,11 +49,12 @@ from .calls import Call, Method, Reply
 from .replicas import ReplicaWatch, is_shared
 from .retention import Retention
 from .router import Skill
+from .run_state import Run
 from .runner import Runner
 from .runs import Runs, visible_record
 from .streams import HEADERS as SSE_HEADERS
 from .streams import Seats, off_stack, relay
-from .tasks import Run, TaskUpdater, credential_headers
+from .tasks import TaskUpdater, credential_headers
 from .writer import TaskWriter, is_final
 
 log = logging.getLogger("flask_a2a")

@@ -21,7 +21,7 @@ from ..protocol.errors import TaskCanceled
 from ..protocol.model import TaskState, TaskStatusUpdateEvent
 from ..protocol.scrub import scrub
 from .bus import Bus, BusEvent
-from .tasks import Run
+from .run_state import Run
 from .writer import is_final
 
 if t.TYPE_CHECKING:

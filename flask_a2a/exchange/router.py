@@ -19,7 +19,7 @@ from ..protocol.scrub import scrub
 if t.TYPE_CHECKING:
     from .tasks import TaskContext
 
-#: A handler returning a value (not None) makes it the artifact (``tasks.returned_parts``).
+#: A handler returning a value (not None) makes it the artifact (``parts.returned_parts``).
 Handler = t.Callable[["TaskContext"], object]
 
 

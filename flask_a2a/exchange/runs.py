@@ -50,8 +50,9 @@ from .bus import Bus, Subscription
 from .owed import INTERNAL_ERROR, OwedSettles
 from .retention import Retention
 from .router import Skill, route
+from .run_state import Run
 from .runner import Runner, RunSlots
-from .tasks import Run, TaskContext
+from .tasks import TaskContext
 from .writer import TaskWriter, is_final
 
 log = logging.getLogger("flask_a2a")

@@ -6,14 +6,12 @@ Each change they make goes through the one writer of tasks, :class:`~.writer.Tas
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import logging
-import threading
 import time
 import typing as t
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from ..ops.log_fields import fields
 from ..protocol.errors import (
@@ -41,13 +39,14 @@ from ..protocol.model import (
     utcnow,
 )
 from ..protocol.wire import dump_event
-from ..store.base import StaleTaskError, TaskRecord
+from ..store.base import StaleTaskError
 from .bus import BusEvent
+from .parts import artifact_parts, returned_parts
+from .run_state import Run
 from .writer import TaskWriter, is_final, storing
 
 if t.TYPE_CHECKING:
     from .calls import HeaderLookup
-    from .runner import RunHandle, Timer
 
 log = logging.getLogger("flask_a2a")
 
@@ -73,8 +72,6 @@ class SkillInfo(t.Protocol):
     def output_modes(self) -> tuple[str, ...]: ...
 
 
-#: Follow-ups a run keeps for ``receive()`` before dropping the oldest (they stay in history).
-INBOX_LIMIT: t.Final = 256
 #: How often ``receive()`` re-checks the run while it waits (a thread run's cancel latency).
 _RECEIVE_SLICE: t.Final = 0.05
 #: A run's write that lost to follow-ups written first is built again over them this often.
@@ -88,141 +85,6 @@ def credential_headers(headers: HeaderLookup) -> dict[str, str]:
     """The caller's credential headers, by their canonical names (werkzeug matches any case)."""
     found = {name: headers.get(name) for name in CREDENTIAL_HEADERS}
     return {name: str(value) for name, value in found.items() if value is not None}
-
-
-def _part_for(value: object) -> str:
-    """The Part that holds ``value``, as the fix a refusal names."""
-    if isinstance(value, str):
-        return "Part(text=...)"
-    if isinstance(value, bytes):
-        return "Part(raw=...)"
-    return "Part(data={...})" if isinstance(value, dict) else "Part(data=...)"
-
-
-def artifact_parts(parts: Part | t.Iterable[Part] | None) -> tuple[Part, ...]:
-    """``artifact()``'s parts: a Part or an iterable of Parts. A dict or a str would iterate
-    into its keys or characters, so anything else is refused naming what it got and the fix."""
-    if parts is None:
-        return ()
-    if isinstance(parts, Part):
-        return (parts,)
-    if isinstance(parts, str | bytes | dict) or not isinstance(parts, t.Iterable):
-        raise HandlerUsageError(
-            f"artifact() takes a list of flask_a2a.Part, got {type(parts).__name__}: "
-            f"use task.artifact([{_part_for(parts)}])"
-        )
-    chunk = tuple(parts)
-    for i, part in enumerate(chunk):
-        if not isinstance(part, Part):
-            raise HandlerUsageError(
-                f"artifact() takes a list of flask_a2a.Part, item {i} is a "
-                f"{type(part).__name__}: wrap it as {_part_for(part)}"
-            )
-    return chunk
-
-
-def returned_parts(value: object) -> tuple[Part, ...]:
-    """The parts a handler's return value stands for, the way a Flask view's return value is
-    its response: a str is a text part, bytes a raw part, a dict or a list holding no Part one
-    data part, a Part or a list of Parts those parts."""
-    if isinstance(value, Part):
-        return (value,)
-    if isinstance(value, str):
-        return (Part(text=value),)
-    if isinstance(value, bytes):
-        return (Part(raw=value),)
-    if isinstance(value, dict):
-        return (Part(data=value),)
-    if isinstance(value, list | tuple):
-        parts = tuple(item for item in value if isinstance(item, Part))
-        if parts and len(parts) == len(value):
-            return parts
-        if not parts and isinstance(value, list):
-            return (Part(data=value),)
-    kind = type(value).__name__
-    if isinstance(value, list | tuple) and any(isinstance(item, Part) for item in value):
-        kind = f"a {kind} mixing Part and other values"
-    raise HandlerUsageError(
-        f"the handler returned {kind}: return None, a str, bytes, a dict, a list of JSON "
-        "values, a flask_a2a.Part or a list of Parts (or call task.artifact())"
-    )
-
-
-class Run:
-    """One handler run in this process: its cancel flags, deadline, timer and completion."""
-
-    def __init__(self, record: TaskRecord, timeout: float) -> None:
-        self.task_id = record.task.id
-        self.owner = record.owner
-        self.record = record
-        self.cancelled = False
-        self.timed_out = False
-        #: Set once the task reached a final state here or the run ended.
-        self.done = threading.Event()
-        #: Serializes this process's writes to the task, so bus order is version order.
-        self.lock = threading.RLock()
-        self.started = False
-        self.handed_off = False
-        #: The task (version 0, not written yet) must be written at its next change.
-        self.write_due = False
-        self.handle: RunHandle | None = None
-        #: A run prepared to run in its request's greenlet (``Runs.run_here``), until it does.
-        self.body: t.Callable[[], None] | None = None
-        #: The run's one timer: a held task's write once ``A2A_BLOCKING_WRITE_DELAY`` has
-        #: passed, then (or else) the deadline.
-        self.timer: Timer | None = None
-        self.deadline_mono = time.monotonic() + timeout if timeout > 0 else float("inf")
-        #: A stream's task, held until the handler's first change shows it (``reveal``).
-        self.reveal = False
-        #: The handler answered with this message instead of the task (``reply()``).
-        self.reply: Message | None = None
-        #: Follow-ups the caller sent while the run runs, oldest first, for ``receive()``.
-        self.inbox: collections.deque[Message] = collections.deque(maxlen=INBOX_LIMIT)
-        # Made at the first follow-up or receive(): most runs never get one (a Condition
-        # costs more to make than the rest of a run's bookkeeping).
-        self._inbox_ready: threading.Condition | None = None
-        #: The ids of the messages in the task's history the run knows of (from the first
-        #: follow-up on: until then, the history of the run's own record).
-        self._known: set[str] | None = None
-
-    @property
-    def deadline(self) -> datetime | None:
-        """When this run times out (UTC); ``None`` when runs are unbounded."""
-        if self.deadline_mono == float("inf"):
-            return None
-        return datetime.now(UTC) + timedelta(seconds=self.deadline_mono - time.monotonic())
-
-    @property
-    def inbox_ready(self) -> threading.Condition:
-        """Signalled when a follow-up lands in :attr:`inbox`."""
-        ready = self._inbox_ready
-        if ready is None:
-            with self.lock:
-                if self._inbox_ready is None:
-                    self._inbox_ready = threading.Condition(threading.Lock())
-                ready = self._inbox_ready
-        return ready
-
-    def adopt(self, record: TaskRecord) -> None:
-        """``record`` is newer than the run's (a follow-up written here or on another
-        replica): build on it from now on, and queue the caller's new messages."""
-        with self.lock:
-            if record.version <= self.record.version or self.done.is_set():
-                return
-            known = self._known
-            if known is None:  # the run's own writes add agent messages only
-                known = {m.message_id for m in self.record.task.history}
-            self.record = record
-            history = record.task.history
-            new = [m for m in history if m.role is Role.USER and m.message_id not in known]
-            self._known = {m.message_id for m in history}  # bounded by A2A_MAX_HISTORY
-        if new:
-            with self.inbox_ready:
-                if len(self.inbox) + len(new) > INBOX_LIMIT:
-                    log.warning("a2a: a run's unread follow-ups passed %d; oldest dropped",
-                                INBOX_LIMIT, extra=fields(self.task_id, record.skill))
-                self.inbox.extend(new)
-                self.inbox_ready.notify_all()
 
 
 class TaskMutations:
