@@ -21,7 +21,7 @@ from datetime import datetime
 from ..config import Settings
 from ..ops.log_fields import fields
 from ..ops.metrics import recorder
-from ..protocol import jsonrpc, wire
+from ..protocol import jsonrpc, schemas, wire
 from ..protocol.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
@@ -166,7 +166,7 @@ class Exchange:
         return visible_record(self.store, task_id, principal)
 
     def get_task(self, call: Call) -> t.Any:
-        params = wire.load_params(wire.schema(wire.GetTaskRequestSchema), call.params)
+        params = schemas.read(schemas.GetTaskRequestSchema, call.params)
         record = self.visible_record(params["id"], call.principal)
         history_length = params.get("history_length")
         if history_length is None:  # the whole task: its stored encoding, when it has one
@@ -174,7 +174,7 @@ class Exchange:
         return wire.dump_task(record.task, history_length=history_length)
 
     def list_tasks(self, call: Call) -> t.Any:
-        params = wire.load_params(wire.schema(wire.ListTasksRequestSchema), call.params)
+        params = schemas.read(schemas.ListTasksRequestSchema, call.params)
         principal = call.principal
         status = params.get("status")
         query = ListQuery(
@@ -331,7 +331,7 @@ class Exchange:
         return off_stack(lambda: self._subscribe(call), _close_stream)
 
     def _subscribe(self, call: Call) -> Reply:
-        params = wire.load_params(wire.schema(wire.SubscribeToTaskRequestSchema), call.params)
+        params = schemas.read(schemas.SubscribeToTaskRequestSchema, call.params)
         record = self.visible_record(params["id"], call.principal)
         if record.state.terminal:
             raise UnsupportedOperationError(
@@ -354,7 +354,7 @@ class Exchange:
     # ------------------------------------------------------------------ cancel
 
     def cancel_task(self, call: Call) -> t.Any:
-        params = wire.load_params(wire.schema(wire.CancelTaskRequestSchema), call.params)
+        params = schemas.read(schemas.CancelTaskRequestSchema, call.params)
         record = self.visible_record(params["id"], call.principal)
         return wire.dump_task(self.cancel(record).task)
 
@@ -385,7 +385,7 @@ class Exchange:
 
     def create_push_config(self, call: Call) -> t.Any:
         push = self._push()
-        params = wire.load_params(wire.schema(wire.PushConfigSchema), call.params)
+        params = schemas.read(schemas.PushConfigSchema, call.params)
         if not params.get("task_id"):
             raise InvalidParamsError(
                 "Invalid parameters: taskId: Missing data for required field.",
@@ -397,7 +397,7 @@ class Exchange:
 
     def get_push_config(self, call: Call) -> t.Any:
         push = self._push()
-        params = wire.load_params(wire.schema(wire.PushConfigRefSchema), call.params)
+        params = schemas.read(schemas.PushConfigRefSchema, call.params)
         record = self.visible_record(params["task_id"], call.principal)
         config = push.get_config(record.task.id, params["id"])
         if config is None:
@@ -406,7 +406,7 @@ class Exchange:
 
     def list_push_configs(self, call: Call) -> t.Any:
         push = self._push()
-        params = wire.load_params(wire.schema(wire.ListPushConfigsRequestSchema), call.params)
+        params = schemas.read(schemas.ListPushConfigsRequestSchema, call.params)
         record = self.visible_record(params["task_id"], call.principal)
         configs = push.list_configs(record.task.id)
         size = params.get("page_size") or 100
@@ -426,7 +426,7 @@ class Exchange:
 
     def delete_push_config(self, call: Call) -> None:
         self._push()
-        params = wire.load_params(wire.schema(wire.PushConfigRefSchema), call.params)
+        params = schemas.read(schemas.PushConfigRefSchema, call.params)
         record = self.visible_record(params["task_id"], call.principal)
         # Idempotent (spec §3.1.10): a config already gone, or never there, answers null too.
         self.store.delete_push_config(record.task.id, params["id"])
@@ -436,7 +436,7 @@ class Exchange:
     # ------------------------------------------------------------------ the extended card
 
     def get_extended_card(self, call: Call) -> t.Any:
-        wire.load_params(wire.schema(wire.GetExtendedAgentCardRequestSchema), call.params)
+        schemas.read(schemas.GetExtendedAgentCardRequestSchema, call.params)
         if self.extended_card is None:
             raise ExtendedAgentCardNotConfiguredError()
         return self.extended_card(call.principal)

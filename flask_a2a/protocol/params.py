@@ -1,6 +1,6 @@
 """SendMessage params on the hot path: a direct reader for the common, plainly valid shape.
 
-marshmallow (``wire.SendMessageRequestSchema``) is the validator; it also costs about a third of
+marshmallow (``schemas.SendMessageRequestSchema``) is the validator; it also costs about a third of
 an echo SendMessage's CPU. This reader accepts only a strict subset of what the schema accepts
 (camelCase keys, no nulls, no raw bytes, no push config, the usual types) and builds exactly the
 same result. Anything outside that subset — including every invalid request — goes to the schema,
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typing as t
 
-from . import wire
+from . import schemas
 from .limits import MAX_KEY, MAX_TASK_ID
 from .model import UNSET, Message, Part, Role
 
@@ -133,5 +133,5 @@ def read_send_params(params: dict[str, t.Any]) -> dict[str, t.Any]:
     except _Slow:
         return t.cast(
             dict[str, t.Any],
-            wire.load_params(wire.schema(wire.SendMessageRequestSchema), params),
+            schemas.read(schemas.SendMessageRequestSchema, params),
         )

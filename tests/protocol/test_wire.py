@@ -15,7 +15,7 @@ import pytest
 from flask import Flask
 
 from flask_a2a import Part, Skill, TaskContext
-from flask_a2a.protocol import wire
+from flask_a2a.protocol import schemas, wire
 from flask_a2a.protocol.errors import InvalidParamsError
 from flask_a2a.protocol.model import (
     Artifact,
@@ -85,13 +85,13 @@ def full_task() -> Task:
 
 
 def load(schema: t.Any, params: t.Any) -> t.Any:
-    return wire.load_params(schema, params)
+    return schemas.load_params(schema, params)
 
 
 def refused(schema: t.Any, params: t.Any) -> list[str]:
     """Load must fail with -32602; returns the violated field paths."""
     with pytest.raises(InvalidParamsError) as info:
-        wire.load_params(schema, params)
+        schemas.load_params(schema, params)
     assert info.value.code == -32602
     return [field for field, _ in info.value.field_violations]
 
@@ -251,7 +251,7 @@ def test_results_over_the_wire_hold_no_keys_outside_the_proto(
     [("ROLE_USER", Role.USER), ("ROLE_AGENT", Role.AGENT), (1, Role.USER), (2, Role.AGENT)],
 )
 def test_enums_read_by_name_or_number(role: t.Any, expected: Role) -> None:
-    assert load(wire.MessageSchema(), msg(role=role)).role is expected
+    assert load(schemas.MessageSchema(), msg(role=role)).role is expected
 
 
 @pytest.mark.parametrize(
@@ -260,18 +260,18 @@ def test_enums_read_by_name_or_number(role: t.Any, expected: Role) -> None:
      (6, TaskState.INPUT_REQUIRED), (8, TaskState.AUTH_REQUIRED)],
 )
 def test_task_state_reads_by_name_or_number(status: t.Any, expected: TaskState) -> None:
-    assert load(wire.ListTasksRequestSchema(), {"status": status})["status"] is expected
+    assert load(schemas.ListTasksRequestSchema(), {"status": status})["status"] is expected
 
 
 @pytest.mark.parametrize("role", ["user", "ROLE_USER ", "role_user", "ROLE_UNSPECIFIED", 0, 9,
                                   True, ["ROLE_USER"]])
 def test_unknown_or_unspecified_role_is_refused(role: t.Any) -> None:
-    assert refused(wire.MessageSchema(), msg(role=role)) == ["role"]
+    assert refused(schemas.MessageSchema(), msg(role=role)) == ["role"]
 
 
 @pytest.mark.parametrize("status", ["BOGUS", "COMPLETED", "task_state_completed", 42, False])
 def test_unknown_task_state_is_refused(status: t.Any) -> None:
-    assert refused(wire.ListTasksRequestSchema(), {"status": status}) == ["status"]
+    assert refused(schemas.ListTasksRequestSchema(), {"status": status}) == ["status"]
 
 
 @pytest.mark.parametrize(
@@ -287,13 +287,13 @@ def test_unknown_task_state_is_refused(status: t.Any) -> None:
     ],
 )
 def test_a_part_needs_exactly_one_content_member(parts: list[t.Any]) -> None:
-    fields = refused(wire.MessageSchema(), msg(parts=parts))
+    fields = refused(schemas.MessageSchema(), msg(parts=parts))
     assert fields and all(f.startswith("parts[") for f in fields), fields
 
 
 @pytest.mark.parametrize("parts", [[], None, "text"])
 def test_parts_must_be_a_non_empty_list(parts: t.Any) -> None:
-    assert refused(wire.MessageSchema(), msg(parts=parts)) == ["parts"]
+    assert refused(schemas.MessageSchema(), msg(parts=parts)) == ["parts"]
 
 
 @pytest.mark.parametrize(
@@ -304,14 +304,14 @@ def test_parts_must_be_a_non_empty_list(parts: t.Any) -> None:
 def test_raw_accepts_standard_and_url_safe_base64_with_or_without_padding(
     text: str, expected: bytes
 ) -> None:
-    part = load(wire.MessageSchema(), msg(parts=[{"raw": text}])).parts[0]
+    part = load(schemas.MessageSchema(), msg(parts=[{"raw": text}])).parts[0]
     assert part.raw == expected
     assert wire.dump_part(part)["raw"] == wire.dump_part(Part(raw=expected))["raw"]
 
 
 @pytest.mark.parametrize("text", ["!!!!", "A", "AAH/ +w==", 12])
 def test_raw_refuses_what_is_not_base64(text: t.Any) -> None:
-    assert refused(wire.MessageSchema(), msg(parts=[{"raw": text}])) == ["parts[0].raw"]
+    assert refused(schemas.MessageSchema(), msg(parts=[{"raw": text}])) == ["parts[0].raw"]
 
 
 @pytest.mark.parametrize(
@@ -325,7 +325,7 @@ def test_raw_refuses_what_is_not_base64(text: t.Any) -> None:
     ],
 )
 def test_timestamps_read_any_offset_into_utc(text: str, expected: datetime) -> None:
-    got = load(wire.ListTasksRequestSchema(), {"statusTimestampAfter": text})
+    got = load(schemas.ListTasksRequestSchema(), {"statusTimestampAfter": text})
     value = got["status_timestamp_after"]
     assert value == expected and value.utcoffset() == timedelta(0)
     assert wire.parse_timestamp(text) == expected
@@ -337,7 +337,7 @@ def test_timestamps_read_any_offset_into_utc(text: str, expected: datetime) -> N
      "2026-13-02T03:04:05Z", "2026-01-02", "yesterday", 1767322245],
 )
 def test_naive_or_malformed_timestamps_are_refused(text: t.Any) -> None:
-    fields = refused(wire.ListTasksRequestSchema(), {"statusTimestampAfter": text})
+    fields = refused(schemas.ListTasksRequestSchema(), {"statusTimestampAfter": text})
     assert fields == ["statusTimestampAfter"]
 
 
@@ -351,11 +351,11 @@ def test_null_means_unset_except_for_data() -> None:
         "metadata": None,
         "tenant": None,
     }
-    loaded = load(wire.SendMessageRequestSchema(), params)
+    loaded = load(schemas.SendMessageRequestSchema(), params)
     message = loaded["message"]
     assert message == Message("m", Role.USER, (Part(text="a"), Part(data=None)))
     assert "configuration" not in loaded and "metadata" not in loaded
-    assert refused(wire.SendMessageRequestSchema(), {"message": msg(messageId=None)}) == [
+    assert refused(schemas.SendMessageRequestSchema(), {"message": msg(messageId=None)}) == [
         "message.messageId"]
 
 
@@ -373,7 +373,7 @@ def test_null_means_unset_except_for_data() -> None:
 def test_ints_as_strings_both_spellings_and_unknown_fields(
     params: dict[str, t.Any], expected: dict[str, t.Any]
 ) -> None:
-    assert load(wire.ListTasksRequestSchema(), params) == expected
+    assert load(schemas.ListTasksRequestSchema(), params) == expected
 
 
 @pytest.mark.parametrize(
@@ -394,13 +394,13 @@ def test_ints_as_strings_both_spellings_and_unknown_fields(
     ],
 )
 def test_bad_scalars_are_refused_with_their_field(params: dict[str, t.Any], field: str) -> None:
-    assert refused(wire.ListTasksRequestSchema(), params) == [field]
+    assert refused(schemas.ListTasksRequestSchema(), params) == [field]
 
 
 def test_params_must_be_an_object() -> None:
-    assert refused(wire.GetTaskRequestSchema(), ["t-1"]) == ["params"]
-    assert refused(wire.GetTaskRequestSchema(), {}) == ["id"]
-    assert refused(wire.GetTaskRequestSchema(), {"id": ""}) == ["id"]
+    assert refused(schemas.GetTaskRequestSchema(), ["t-1"]) == ["params"]
+    assert refused(schemas.GetTaskRequestSchema(), {}) == ["id"]
+    assert refused(schemas.GetTaskRequestSchema(), {"id": ""}) == ["id"]
 
 
 @pytest.mark.parametrize(
@@ -459,7 +459,7 @@ SLOW_PARAMS = [
 def test_hot_path_reader_agrees_with_the_schema(params: dict[str, t.Any]) -> None:
     from flask_a2a.protocol.params import read_send_params
 
-    expected = wire.load_params(wire.schema(wire.SendMessageRequestSchema), params)
+    expected = schemas.load_params(schemas.schema(schemas.SendMessageRequestSchema), params)
     assert read_send_params(params) == expected
 
 
@@ -485,7 +485,7 @@ def test_hot_path_reader_refuses_exactly_as_the_schema(params: dict[str, t.Any])
     with pytest.raises(InvalidParamsError) as fast:
         read_send_params(params)
     with pytest.raises(InvalidParamsError) as slow:
-        wire.load_params(wire.schema(wire.SendMessageRequestSchema), params)
+        schemas.load_params(schemas.schema(schemas.SendMessageRequestSchema), params)
     assert fast.value.to_dict() == slow.value.to_dict()
 
 
@@ -498,7 +498,7 @@ def test_plain_params_never_reach_marshmallow(
     def refuse(*args: t.Any) -> t.NoReturn:
         raise AssertionError("the plain shape must take the direct reader")
 
-    monkeypatch.setattr(wire, "load_params", refuse)
+    monkeypatch.setattr(schemas, "load_params", refuse)
     assert message_params.read_send_params(params)["message"].message_id == "m"
 
 
