@@ -198,7 +198,7 @@ def test_subscribe_to_an_unknown_task_keeps_its_one_sse_error_event(
 @pytest.mark.parametrize(("method", "path", "status", "grpc", "reason"), [
     ("GET", "/a2a/rest/", 404, "NOT_FOUND", "METHOD_NOT_FOUND"),
     ("GET", "/a2a/rest//tasks", 404, "NOT_FOUND", "METHOD_NOT_FOUND"),
-    ("GET", "/a2a/rest/tasks/", 404, "NOT_FOUND", "METHOD_NOT_FOUND"),
+    ("GET", "/a2a/rest/tasks/", 400, "INVALID_ARGUMENT", "INVALID_PARAMS"),  # an empty id
     ("GET", "/a2a/rest/acme//tasks", 404, "NOT_FOUND", "METHOD_NOT_FOUND"),
     ("PUT", "/a2a/rest/tasks", 405, "METHOD_NOT_ALLOWED", "METHOD_NOT_ALLOWED"),
     ("TRACE", "/a2a/rest/tasks", 405, "METHOD_NOT_ALLOWED", "METHOD_NOT_ALLOWED"),

@@ -156,10 +156,9 @@ def match(path: str, verb: str) -> Route:
     """
     segments = path.split("/")
     tenant = None
-    # An empty segment (``{rest}/``, ``{rest}//tasks``, ``tasks/``) is no route: never a
-    # redirect, never an empty tenant or task id.
-    found = None if "" in segments else _resource(segments)
-    if found is None and len(segments) > 1 and "" not in segments:
+    found = _resource(segments)
+    # An empty first segment (``{rest}//tasks``) is no tenant: that path is no route.
+    if found is None and len(segments) > 1 and segments[0]:
         tenant, found = segments[0], _resource(segments[1:])
     if found is None:
         raise MethodNotFoundError(f"No A2A route at {scrub(path)[:100]!r}")
