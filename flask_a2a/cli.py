@@ -332,6 +332,8 @@ def describe_task(task: Task) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print ProtoJSON instead of text.")
 @click.option("--timeout", type=float, default=330.0, show_default=True,
               help="Seconds to wait for an answer (between events when streaming).")
+@click.option("--binding", help="JSONRPC or HTTP+JSON (also 'rest'); default: what the "
+              "agent card lists first, or lists at URL.")
 def call_command(
     url: str,
     skill: str,
@@ -344,6 +346,7 @@ def call_command(
     stream: bool,
     as_json: bool,
     timeout: float,
+    binding: str | None,
 ) -> None:
     """Call SKILL on the A2A agent at URL (a base URL, its card's URL, or the endpoint)."""
     data_value = _json_option(data, "--data")
@@ -358,7 +361,8 @@ def call_command(
     }
     try:
         with A2AClient.connect(
-            url, token=token, send_timeout=(5.0, timeout), stream_timeout=(5.0, timeout)
+            url, token=token, send_timeout=(5.0, timeout), stream_timeout=(5.0, timeout),
+            binding=binding,
         ) as client:
             if stream:
                 state = _stream(client, skill, text, options, as_json)

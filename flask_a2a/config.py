@@ -64,6 +64,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_METRICS_PATH": None,
     "A2A_REST_PATH": None,
     "A2A_PREFERRED_BINDING": "JSONRPC",
+    "A2A_CHECK_MEDIA_TYPES": "log",
 }
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
@@ -72,6 +73,8 @@ _SECRET_KEYS: t.Final = frozenset({"A2A_PUSH_SECRET_KEY"})
 SEAT_OVERFLOW_POLICIES: t.Final = ("refuse", "evict-oldest")
 #: ``protocolBinding`` names of the interfaces the card can list first.
 BINDINGS: t.Final = ("JSONRPC", "HTTP+JSON")
+#: ``A2A_CHECK_MEDIA_TYPES`` values (``True`` reads as ``refuse``, ``False`` as ``off``).
+MEDIA_CHECKS: t.Final = ("refuse", "log", "off")
 
 #: Keys where the spec says "0 = the default".
 _ZERO_IS_DEFAULT: t.Final = (
@@ -212,6 +215,9 @@ class Settings:
     #: The interface the card lists first (clients such as the official SDK take the first
     #: one they support): ``JSONRPC`` or ``HTTP+JSON``.
     preferred_binding: str = "JSONRPC"
+    #: Media types checked against the routed skill's modes: ``refuse`` (-32005), ``log``
+    #: (answer as before, log what ``refuse`` would refuse) or ``off``.
+    check_media_types: str = "log"
 
     @property
     def rest_mount(self) -> str | None:
@@ -229,6 +235,8 @@ class Settings:
         """
         warn_unknown_keys(config)
         raw = {key: config.get(key, default) for key, default in DEFAULTS.items()}
+        if isinstance(raw["A2A_CHECK_MEDIA_TYPES"], bool):
+            raw["A2A_CHECK_MEDIA_TYPES"] = "refuse" if raw["A2A_CHECK_MEDIA_TYPES"] else "off"
         try:
             loaded = _schema().load(raw)
         except ValidationError as exc:
@@ -279,6 +287,11 @@ class Settings:
         if self.preferred_binding not in BINDINGS:
             raise ConfigError(
                 f"A2A_PREFERRED_BINDING must be one of {BINDINGS}, got {self.preferred_binding!r}"
+            )
+        if self.check_media_types not in MEDIA_CHECKS:
+            raise ConfigError(
+                f"A2A_CHECK_MEDIA_TYPES must be one of {MEDIA_CHECKS}, "
+                f"got {self.check_media_types!r}"
             )
         if self.preferred_binding == "HTTP+JSON" and self.rest_mount is None:
             raise ConfigError("A2A_PREFERRED_BINDING is HTTP+JSON but A2A_REST_PATH turns REST off")

@@ -218,6 +218,7 @@ class A2A:
             push=push,
             extensions=declared_extensions(self._card.extensions),
             bus=self._bus if self._bus is not None else default_bus(settings),
+            default_modes=(self._card.default_input_modes, self._card.default_output_modes),
         )
         # Handlers and job workers use the app as a view does: current_app, db.session.
         exchange.runs.run_context = app.app_context
@@ -237,6 +238,7 @@ class A2A:
         app.register_blueprint(_blueprint(settings, state.cards))
         state.csrf_exempted = _exempt_from_csrf(app)  # CSRFProtect registered before A2A
         app.before_request(_exempt_from_csrf_hook)  # ... or after: this runs before its check
+        app.before_request(_rest_unrouted)
         state.cards.guard_agent_role(app)
         _register_exit(exchange)
 
@@ -395,6 +397,21 @@ def _rest_view(route: str = "") -> Response:
     return _answer(state, rest_binding.handle(
         _http_request(state), route, exchange.settings, exchange.methods, exchange.extensions
     ))
+
+
+def _rest_unrouted() -> Response | None:
+    """A request under ``A2A_REST_PATH`` werkzeug could not route — a trailing slash, a
+    doubled one (``merge_slashes`` would redirect), a verb no rule lists — goes to the REST
+    binding, which answers its google.rpc.Status JSON (404, 405) instead of werkzeug's HTML.
+    Routing errors are raised only at dispatch, after the before-request hooks, so this sees
+    them first; every other path keeps the host's own answer."""
+    if request.routing_exception is None:
+        return None
+    mount = _state().settings.rest_mount
+    path = request.path
+    if mount is None or (path != mount and not path.startswith(mount + "/")):
+        return None
+    return _rest_view(path[len(mount) + 1 :])
 
 
 def _http_request(state: A2AState) -> HTTPRequest:

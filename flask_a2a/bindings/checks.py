@@ -183,7 +183,7 @@ def check_content_type(http: HTTPRequest) -> None:
     mimetype = (http.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
     if mimetype not in CONTENT_TYPES:
         raise ContentTypeNotSupportedError(
-            "Incompatible content types: send application/json"
+            "Incompatible content types: send application/json or application/a2a+json"
         )
 
 def check_version(http: HTTPRequest) -> None:

@@ -83,8 +83,8 @@ def error_reply(
 ) -> Reply:
     """The JSON-RPC error answer. For a streaming method (``stream``) a JSON-RPC-level error
     is a stream holding exactly that response as one event; an HTTP-level refusal (401, 429…)
-    keeps its status and JSON body."""
-    if stream and error.http_status == 200:
+    and an error raised ``before_stream`` keep their status and JSON body."""
+    if stream and error.http_status == 200 and not error.before_stream:
         return Reply(200, list(SSE_HEADERS), frame(jsonrpc.failure(request_id, error)))
     headers = list(JSON_HEADERS)
     if isinstance(error, MethodNotAllowedError):

@@ -59,7 +59,9 @@ MEDIA_TYPE: t.Final = "application/a2a+json"
 JSON_HEADERS: t.Final = (("Content-Type", MEDIA_TYPE), ("Cache-Control", "no-store"))
 
 #: Error class -> (HTTP status, google.rpc.Code name): spec §5.4 for the A2A errors, the
-#: google.rpc mapping for the rest. Looked up along the class's MRO.
+#: google.rpc mapping for the rest. Looked up along the class's MRO. A wrong verb has no
+#: google.rpc.Code (UNIMPLEMENTED reads as "no such method" and maps to 501): its status
+#: names the HTTP refusal, METHOD_NOT_ALLOWED.
 STATUS: t.Final[dict[type[A2AError], tuple[int, str]]] = {
     TaskNotFoundError: (404, "NOT_FOUND"),
     TaskNotCancelableError: (400, "FAILED_PRECONDITION"),
@@ -78,7 +80,7 @@ STATUS: t.Final[dict[type[A2AError], tuple[int, str]]] = {
     MalformedBodyError: (400, "INVALID_ARGUMENT"),
     UnauthenticatedError: (401, "UNAUTHENTICATED"),
     ForbiddenOriginError: (403, "PERMISSION_DENIED"),
-    MethodNotAllowedError: (405, "UNIMPLEMENTED"),
+    MethodNotAllowedError: (405, "METHOD_NOT_ALLOWED"),
     PayloadTooLargeError: (413, "INVALID_ARGUMENT"),
     StreamSeatsExhaustedError: (429, "RESOURCE_EXHAUSTED"),
 }
@@ -155,7 +157,8 @@ def match(path: str, verb: str) -> Route:
     segments = path.split("/")
     tenant = None
     found = _resource(segments)
-    if found is None and len(segments) > 1:
+    # An empty first segment (``{rest}//tasks``) is no tenant: that path is no route.
+    if found is None and len(segments) > 1 and segments[0]:
         tenant, found = segments[0], _resource(segments[1:])
     if found is None:
         raise MethodNotFoundError(f"No A2A route at {scrub(path)[:100]!r}")

@@ -1,4 +1,5 @@
-"""A small A2A client (JSON-RPC, SSE) for tests, scripts and agent-to-agent calls.
+"""A small A2A client (JSON-RPC or HTTP+JSON, SSE) for tests, scripts and agent-to-agent
+calls, and the receiving end of push notifications (``parse_notification``).
 
 The names of ``a2a_client.py`` are re-exported here, so ``flask_a2a.client`` keeps its old imports.
 """
@@ -35,4 +36,13 @@ from .a2a_client import (
 )
 from .a2a_client import (
     skill_message as skill_message,
+)
+from .bindings import (
+    Transport as Transport,
+)
+from .notifications import (
+    NotificationRejected as NotificationRejected,
+)
+from .notifications import (
+    parse_notification as parse_notification,
 )

@@ -1,4 +1,5 @@
-"""A synchronous A2A v1.0 client on requests: one Session, a timeout on every call.
+"""A synchronous A2A v1.0 client on requests: one Session, a timeout on every call, either
+binding (JSON-RPC or HTTP+JSON, chosen from the card: ``bindings.py``).
 
 >>> client = A2AClient.from_card_url("http://127.0.0.1:5000", token="alice-token")
 >>> task = client.call("echo", text="hello")
@@ -18,11 +19,9 @@ A client is meant for one thread at a time, like the ``requests.Session`` it hol
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import json
 import typing as t
 from datetime import datetime
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import requests
 
@@ -39,10 +38,11 @@ from ..protocol.model import (
     TaskState,
     new_id,
 )
+from . import bindings
+from .bindings import Interface, Transport
 from .sse import A2AClientError as A2AClientError
 from .sse import EventStream as EventStream
 from .sse import StreamEvent as StreamEvent
-from .sse import answer_of
 
 #: (connect, read) seconds.
 Timeout = float | tuple[float, float]
@@ -133,10 +133,12 @@ def skill_message(
 
 
 class A2AClient:
-    """Calls one A2A v1.0 JSON-RPC endpoint.
+    """Calls one A2A v1.0 agent over one of its interfaces.
 
-    :param endpoint: the JSON-RPC URL (``http://host/a2a``); see :meth:`from_card_url` to
-        find it from the agent card.
+    :param endpoint: the interface URL (``http://host/a2a``, ``http://host/a2a/rest``); see
+        :meth:`from_card_url` and :meth:`connect` to find it (and its binding) from the card.
+    :param binding: ``JSONRPC`` (default) or ``HTTP+JSON`` (also ``rest``); with
+        :meth:`from_card_url`, the binding to pick from the card.
     :param token: sent as ``Authorization: Bearer <token>``.
     :param auth: anything ``requests`` accepts as ``auth=`` (instead of ``token``).
     :param timeout: (connect, read) for every call that does not wait for a run.
@@ -159,10 +161,10 @@ class A2AClient:
         tenant: str | None = None,
         headers: t.Mapping[str, str] | None = None,
         session: requests.Session | None = None,
+        binding: str | None = None,
     ) -> None:
         if token is not None and auth is not None:
             raise ValueError("pass token= or auth=, not both")
-        self.endpoint = endpoint
         self.timeout = timeout
         self.send_timeout = send_timeout
         self.stream_timeout = stream_timeout
@@ -175,8 +177,7 @@ class A2AClient:
         self.session.headers.update(
             {
                 "A2A-Version": PROTOCOL_VERSION,
-                "Content-Type": "application/json",
-                "Accept": "application/json, text/event-stream",
+                "Accept": "application/json, application/a2a+json, text/event-stream",
             }
         )
         if token is not None:
@@ -184,20 +185,40 @@ class A2AClient:
         if auth is not None:
             self.session.auth = auth
         self.session.headers.update(headers or {})
-        self._ids = itertools.count(1)
+        #: How the client talks to the agent (one binding's wire; see ``bindings.py``).
+        self.transport: Transport = bindings.transport(
+            Interface(endpoint, bindings.binding_name(binding or bindings.JSONRPC)),
+            self.session, tenant,
+        )
+
+    @property
+    def endpoint(self) -> str:
+        """The interface URL the client talks to."""
+        return self.transport.url
+
+    @property
+    def binding(self) -> str:
+        """The ``protocolBinding`` it speaks: ``JSONRPC`` or ``HTTP+JSON``."""
+        return self.transport.binding
+
+    def use(self, interface: Interface) -> None:
+        """Talk to ``interface`` from now on (its tenant unless the client was given one)."""
+        self.transport = bindings.transport(interface, self.session, self.tenant)
 
     # ------------------------------------------------------------------ building
 
     @classmethod
     def from_card_url(cls, url: str, **options: t.Any) -> A2AClient:
-        """Fetch the agent card at ``url`` (a base URL or the card's own URL) and use its
-        JSON-RPC interface."""
+        """Fetch the agent card at ``url`` (a base URL or the card's own URL) and use the
+        first interface of it this client speaks (``binding=`` narrows it to one binding),
+        as the official SDK picks: the card's order is the agent's preference."""
         stripped = url.rstrip("/")
         card_url = stripped if stripped.endswith(AGENT_CARD_PATH) else stripped + AGENT_CARD_PATH
+        binding = options.get("binding")
         client = cls(card_url, **options)
         try:
             card = client.get_agent_card(card_url)
-            client.endpoint = jsonrpc_endpoint(card, card_url)
+            client.use(bindings.choose(card, card_url, binding))
         except BaseException:
             client.close()
             raise
@@ -205,11 +226,28 @@ class A2AClient:
 
     @classmethod
     def connect(cls, url: str, **options: t.Any) -> A2AClient:
-        """A base URL or a card URL resolves the card; any other path is the endpoint."""
+        """A base URL or a card URL resolves the card; any other path is the endpoint.
+
+        For an endpoint the binding is ``binding=`` when given, else the one the agent's card
+        (at the URL's origin) lists at that URL — so ``…/a2a/rest`` is spoken as HTTP+JSON —
+        else JSON-RPC.
+        """
         path = urlsplit(url).path
         if path in ("", "/") or path.rstrip("/").endswith(AGENT_CARD_PATH):
             return cls.from_card_url(url, **options)
-        return cls(url, **options)
+        client = cls(url, **options)
+        if options.get("binding") is None:
+            try:
+                card = client.get_agent_card()
+            except (A2AClientError, requests.RequestException):
+                return client  # no card to ask: JSON-RPC, as before
+            except BaseException:
+                client.close()
+                raise
+            listed = bindings.at_url(card, client.card_url, url)
+            if listed is not None:
+                client.use(listed)
+        return client
 
     def close(self) -> None:
         if self._owns_session:
@@ -222,7 +260,7 @@ class A2AClient:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<A2AClient {self.endpoint}>"
+        return f"<A2AClient {self.binding} {self.endpoint}>"
 
     # ------------------------------------------------------------------ the card
 
@@ -470,50 +508,16 @@ class A2AClient:
             params["metadata"] = dict(metadata)
         return params
 
-    def _post(
-        self, method: str, params: dict[str, t.Any], timeout: Timeout, stream: bool
-    ) -> tuple[int, requests.Response]:
-        request_id = next(self._ids)
-        if self.tenant is not None:
-            params = {"tenant": self.tenant, **params}
-        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        response = self.session.post(
-            self.endpoint,
-            data=data.encode("utf-8"),
-            timeout=timeout,
-            stream=stream,
-            allow_redirects=False,
-        )
-        return request_id, response
-
     def _call(self, method: str, params: dict[str, t.Any], timeout: Timeout | None = None) -> t.Any:
-        request_id, response = self._post(method, params, timeout or self.timeout, False)
-        return answer_of(response, request_id)
+        return self.transport.call(method, params, timeout or self.timeout)
 
     def _stream(self, method: str, params: dict[str, t.Any]) -> EventStream:
-        request_id, response = self._post(method, params, self.stream_timeout, True)
-        content_type = response.headers.get("Content-Type", "")
-        if response.status_code == 200 and content_type.startswith("text/event-stream"):
-            return EventStream(response, request_id).open()  # a streamed error raises here
-        with response:
-            answer_of(response, request_id)  # raises the server's error, if it sent one
-        raise A2AClientError(f"{method} answered without a stream", response.status_code)
+        return self.transport.stream(method, params, self.stream_timeout)
 
 
 def jsonrpc_endpoint(card: t.Mapping[str, t.Any], card_url: str) -> str:
-    """The card's JSON-RPC interface URL (a 1.x one first), absolute."""
-    interfaces = [
-        i
-        for i in card.get("supportedInterfaces") or ()
-        if isinstance(i, dict)
-        and str(i.get("protocolBinding", "")).upper() == "JSONRPC"
-        and isinstance(i.get("url"), str)
-    ]
-    interfaces.sort(key=lambda i: not str(i.get("protocolVersion", "")).startswith("1"))
-    if not interfaces:
-        raise A2AClientError(f"the agent card at {card_url} offers no JSON-RPC interface")
-    return urljoin(card_url, str(interfaces[0]["url"]))
+    """The card's JSON-RPC 1.x interface URL, absolute."""
+    return bindings.choose(card, card_url, bindings.JSONRPC).url
 
 
 def _origin(url: str) -> str:

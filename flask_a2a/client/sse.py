@@ -1,5 +1,5 @@
 """The client's side of the wire: JSON-RPC answers back into results or the server's errors,
-and an SSE answer into typed events.
+and an SSE answer (of either binding) into typed events.
 
 Kept apart from ``client.py`` (the method surface) so each stays small; nothing here knows
 which method was called.
@@ -48,6 +48,14 @@ def answer_of(response: requests.Response, request_id: int) -> t.Any:
         payload = response.json()
     except ValueError:
         raise A2AClientError(f"HTTP {status}: the answer is not JSON-RPC", status) from None
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict) and (
+        "status" in payload["error"]
+    ):  # a google.rpc.Status: an HTTP+JSON interface was spoken to in JSON-RPC
+        raise A2AClientError(
+            f"HTTP {status}: the answer is not JSON-RPC but HTTP+JSON: use binding='HTTP+JSON' "
+            "(--binding rest), or A2AClient.connect(url), which reads it from the card",
+            status,
+        )
     return result_of(payload, request_id, status)
 
 
@@ -71,12 +79,15 @@ class EventStream:
     connection is what frees the server's stream seat.
     """
 
-    def __init__(self, response: requests.Response, request_id: int) -> None:
+    def __init__(
+        self, response: requests.Response, unwrap: t.Callable[[t.Any], t.Any]
+    ) -> None:
+        """``unwrap(payload)``: one event's StreamResponse JSON out of its envelope (the
+        binding's: a JSON-RPC response, or the bare object), raising a streamed error."""
         self.response = response
-        self.request_id = request_id
         self.progress = Progress()
         # The generator must not hold ``self``: with no cycle, dropping the stream closes it.
-        self._events = _events(response, request_id, self.progress)
+        self._events = _events(response, unwrap, self.progress)
         self._first: list[StreamEvent] = []
 
     def open(self) -> EventStream:
@@ -133,7 +144,7 @@ class Progress:
 
 
 def _events(
-    response: requests.Response, request_id: int, progress: Progress
+    response: requests.Response, unwrap: t.Callable[[t.Any], t.Any], progress: Progress
 ) -> t.Generator[StreamEvent, None, None]:
     try:
         for data in sse_data(_chunks(response)):
@@ -141,7 +152,7 @@ def _events(
                 payload = json.loads(data)
             except ValueError:
                 raise A2AClientError("a stream event is not JSON") from None
-            event = t.cast(StreamEvent, wire.event_from_wire(result_of(payload, request_id)))
+            event = t.cast(StreamEvent, wire.event_from_wire(unwrap(payload)))
             progress.update(event)
             yield event
     finally:

@@ -46,6 +46,7 @@ from ..store.base import ListQuery, Store, TaskRecord
 from ..store.memory import matches, page_of
 from .bus import Bus, BusEvent, BusHooks
 from .calls import Call, Method, Reply
+from .media import MediaCheck
 from .replicas import ReplicaWatch, is_shared
 from .retention import Retention
 from .router import Skill
@@ -94,7 +95,10 @@ class Exchange:
         push: t.Any = None,
         extensions: t.Iterable[AgentExtension] = (),
         bus: Bus | None = None,
+        default_modes: tuple[t.Sequence[str], t.Sequence[str]] | None = None,
     ) -> None:
+        """``default_modes``: the card's (input, output) media types, what a skill declaring
+        none accepts (``A2A_CHECK_MEDIA_TYPES``); the AgentCard defaults when not given."""
         self.settings = settings
         #: The card's extensions: which ones a request activates, and which it must.
         self.extensions = Activation(extensions)
@@ -134,6 +138,8 @@ class Exchange:
             skills=self.skills, push=push, retention=self.retention,
         )
         self.slots = self.runs.slots
+        if default_modes is not None:
+            self.runs.media = MediaCheck(settings.check_media_types, *default_modes)
         #: Polls a store shared with other replicas for what they wrote to our runs.
         self.replicas = ReplicaWatch(self) if is_shared(store) else None
         self.runs.replicas = self.replicas
@@ -334,10 +340,14 @@ class Exchange:
         params = schemas.read(schemas.SubscribeToTaskRequestSchema, call.params)
         record = self.visible_record(params["id"], call.principal)
         if record.state.terminal:
-            raise UnsupportedOperationError(
+            # Plain JSON, no stream (the SDK's and the conformance suite's STREAM-SUB-003
+            # reading); an unknown or foreign task stays a stream's one error event.
+            refusal = UnsupportedOperationError(
                 f"task is {record.state.value}; there is nothing to subscribe to",
                 metadata={"taskId": record.task.id},
             )
+            refusal.before_stream = True
+            raise refusal
         seat = self.seats.take(call.principal.owner)
         subscription = None
         try:

@@ -47,6 +47,7 @@ from ..protocol.model import (
 from ..protocol.scrub import scrub, scrub_exception
 from ..store.base import StaleTaskError, Store, TaskRecord
 from .bus import Bus, Subscription
+from .media import MediaCheck
 from .owed import INTERNAL_ERROR, OwedSettles
 from .retention import Retention
 from .router import Skill, route
@@ -103,6 +104,9 @@ class Runs:
         self.bus = bus
         self.writer = writer
         self.slots = RunSlots(settings.max_concurrent_runs_per_owner)
+        #: Parts and accepted output modes against the skill's modes (set by the exchange
+        #: with the card's default modes).
+        self.media = MediaCheck(settings.check_media_types)
         #: Prometheus metrics (a no-op without the prometheus extra or with A2A_METRICS off).
         self.metrics = recorder(settings.metrics)
         #: Polls a shared store for foreign writes to our runs (set by the exchange).
@@ -164,6 +168,8 @@ class Runs:
                 here=here,
             )
         routed = route(message, self.skills)
+        if routed.skill is not None:  # -32005 here: before anything is written
+            self.media.check(routed.skill, message, config.get("accepted_output_modes") or ())
         task_id, context_id = new_id(), message.context_id or new_id()
         telemetry.annotate(task_id, routed.skill.id if routed.skill is not None else None)
         message = message.placed(task_id, context_id)
@@ -264,6 +270,9 @@ class Runs:
                 "Invalid parameters: message.contextId does not match the task's context",
                 field_violations=[("message.contextId", "does not match the task's context")],
             )
+        served = self.skills.get(record.skill or "")
+        if served is not None:  # the task's skill takes the follow-up or resume too
+            self.media.check(served, message, config.get("accepted_output_modes") or ())
         if not record.state.interrupted:  # submitted or working: a follow-up to its run
             return self._follow_up(
                 record, message, principal, config, subscribe, credentials, extensions

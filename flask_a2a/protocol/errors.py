@@ -26,6 +26,9 @@ class A2AError(Exception):
     reason: t.ClassVar[str | None] = None
     #: HTTP status of the response that carries this error.
     http_status: t.ClassVar[int] = 200
+    #: Answered as plain JSON even by a streaming method: a refusal the method makes before
+    #: any stream could open (SubscribeToTask on a terminal task), as the official SDK does.
+    before_stream: bool = False
 
     def __init__(
         self,

@@ -169,7 +169,7 @@ def test_unknown_routes_and_verbs(http: t.Any) -> None:
                  "METHOD_NOT_FOUND")  # fmt: skip
     status_error(http.get("/a2a/rest", headers=AUTH), 404, "NOT_FOUND", "METHOD_NOT_FOUND")
     wrong = http.delete("/a2a/rest/tasks", headers=AUTH)
-    status_error(wrong, 405, "UNIMPLEMENTED", "METHOD_NOT_ALLOWED")
+    status_error(wrong, 405, "METHOD_NOT_ALLOWED", "METHOD_NOT_ALLOWED")
     assert wrong.headers["Allow"] == "GET"
     assert http.get("/a2a/rest/message:send", headers=AUTH).headers["Allow"] == "POST"
     configs = http.put("/a2a/rest/tasks/x/pushNotificationConfigs", headers=AUTH)

@@ -2,7 +2,8 @@
 
 Once a request names SendStreamingMessage or SubscribeToTask, a JSON-RPC-level refusal is
 ``200 text/event-stream`` holding exactly one event, the JSON-RPC error response (the same
-error object the JSON path answers), then EOF. HTTP-level refusals (401, 403, 413, 429) and
+error object the JSON path answers), then EOF — except SubscribeToTask on a terminal task,
+a plain JSON -32004 before any stream opens. HTTP-level refusals (401, 403, 413, 429) and
 the envelope's own errors (-32700, -32600, -32601, -32009, -32005) stay plain JSON.
 """
 
@@ -136,8 +137,9 @@ def test_subscribe_refusals_are_one_error_event_equal_to_the_json_answer(
         "data": [{"@type": ERROR_INFO, "reason": "TASK_NOT_FOUND", "domain": "a2a-protocol.org",
                   "metadata": {"taskId": "nope"}}],
     }
-    # A terminal task: the -32004 the JSON path answered before (the wire as it was).
-    terminal = one_error_event(post(eclient, "SubscribeToTask", {"id": done["id"]}, request_id=7))
+    # A terminal task: a plain application/json -32004, no stream (issue 24 part 3; the
+    # SDK's and the conformance suite's STREAM-SUB-003 reading).
+    terminal = json_error(post(eclient, "SubscribeToTask", {"id": done["id"]}, request_id=7))
     assert terminal == {"jsonrpc": "2.0", "id": 7, "error": {
         "code": -32004,
         "message": "task is TASK_STATE_COMPLETED; there is nothing to subscribe to",

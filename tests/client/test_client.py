@@ -89,8 +89,12 @@ def test_from_card_url_uses_the_cards_jsonrpc_interface(live: Live, alice: A2ACl
 def test_connect_takes_a_base_or_an_endpoint(live: Live) -> None:
     assert A2AClient.connect(live.base).endpoint == live.base + "/a2a"
     direct = A2AClient.connect(live.base + "/a2a", token="alice-token")
-    assert direct.card is None
+    # The card at the origin says which binding that URL speaks (issue 24 part 4).
+    assert direct.card is not None and direct.binding == "JSONRPC"
     assert direct.call("echo", "hi").status.state is TaskState.COMPLETED
+    told = A2AClient.connect(live.base + "/a2a", token="alice-token", binding="JSONRPC")
+    assert told.card is None  # a binding given: no card is read
+    assert told.call("echo", "hi").status.state is TaskState.COMPLETED
 
 
 def test_a_url_without_a_card_is_a_client_error(live: Live) -> None:

@@ -37,7 +37,11 @@ from a2a.types import (  # noqa: E402
     TaskPushNotificationConfig,
     TaskState,
 )
-from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError  # noqa: E402
+from a2a.utils.errors import (  # noqa: E402
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier  # noqa: E402
 from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
@@ -227,6 +231,29 @@ def test_subscribe_then_cancel_over_the_sdk(agent: Agent, transport: str) -> Non
             await asyncio.wait_for(reader, 10)
             assert seen[0].startswith("task:")
             assert seen[-1] == "status:TASK_STATE_CANCELED"
+            await blocking.close()
+            await streaming.close()
+
+    run(scenario())
+
+
+def test_subscribe_to_a_terminal_task_over_the_sdk(agent: Agent, transport: str) -> None:
+    """A terminal task: the SDK's UnsupportedOperationError (a plain error before any stream,
+    issue 24); an unknown task: its TaskNotFoundError (the one SSE error event on JSON-RPC)."""
+
+    async def scenario() -> None:
+        async with http_client() as http:
+            _, blocking = await connect(http, agent, transport, streaming=False)
+            _, streaming = await connect(http, agent, transport, streaming=True)
+            request = SendMessageRequest(message=message("echo", "done"))
+            (first,) = [e async for e in blocking.send_message(request)]
+            assert first.task.status.state == TaskState.TASK_STATE_COMPLETED
+            with pytest.raises(UnsupportedOperationError):
+                async for _ in streaming.subscribe(SubscribeToTaskRequest(id=first.task.id)):
+                    pass
+            with pytest.raises(TaskNotFoundError):
+                async for _ in streaming.subscribe(SubscribeToTaskRequest(id="no-such-task")):
+                    pass
             await blocking.close()
             await streaming.close()
 

@@ -1,0 +1,119 @@
+"""Which interface of an agent card the client talks to, and the transport that speaks it.
+
+A client picks the way the official SDK does: the card's ``supportedInterfaces`` in the card's
+order (the first is the agent's preference), the first whose ``protocolBinding`` it speaks and
+whose ``protocolVersion`` is 1.x; ``binding=`` narrows the choice to one binding. Each binding
+is one :class:`Transport` class in :data:`TRANSPORTS` (``jsonrpc.py``, ``rest.py``), so another
+binding (A2A v0.3) is one more entry, and nothing above the transport knows the wire.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing as t
+from urllib.parse import urljoin
+
+import requests
+
+from .jsonrpc import JsonRpcTransport
+from .rest import RestTransport
+from .sse import A2AClientError, EventStream
+
+if t.TYPE_CHECKING:
+    from .a2a_client import Timeout
+
+#: The A2A ``protocolBinding`` names this client speaks, in the order it prefers them.
+JSONRPC: t.Final = "JSONRPC"
+HTTP_JSON: t.Final = "HTTP+JSON"
+
+#: Other spellings a caller may use for ``binding=`` / ``--binding``.
+_ALIASES: t.Final = {"jsonrpc": JSONRPC, "json-rpc": JSONRPC, "http+json": HTTP_JSON,
+                     "rest": HTTP_JSON, "http-json": HTTP_JSON}  # fmt: skip
+
+
+class Transport(t.Protocol):
+    """One binding's wire: a method name and its ProtoJSON params in, the result out (or the
+    server's error raised as its class), or a stream of typed events."""
+
+    #: The ``protocolBinding`` it speaks.
+    binding: str
+    #: The interface URL.
+    url: str
+
+    def call(self, method: str, params: dict[str, t.Any], timeout: Timeout) -> t.Any: ...
+
+    def stream(self, method: str, params: dict[str, t.Any], timeout: Timeout) -> EventStream: ...
+
+
+#: ``protocolBinding`` -> the transport class that speaks it.
+TRANSPORTS: t.Final[dict[str, t.Callable[..., Transport]]] = {
+    JSONRPC: JsonRpcTransport,
+    HTTP_JSON: RestTransport,
+}
+
+
+def binding_name(binding: str) -> str:
+    """``binding`` in the card's spelling (``JSONRPC``, ``HTTP+JSON``); ValueError if unknown."""
+    name = _ALIASES.get(binding.strip().lower(), binding.strip().upper())
+    if name not in TRANSPORTS:
+        raise ValueError(
+            f"unknown binding {binding!r}: use one of {', '.join(TRANSPORTS)} (or 'rest')"
+        )
+    return name
+
+
+@dataclasses.dataclass(frozen=True)
+class Interface:
+    """One ``AgentInterface`` of a card: where and how to talk to the agent."""
+
+    url: str
+    binding: str
+    tenant: str | None = None
+    version: str = "1.0"
+
+
+def interfaces(card: t.Mapping[str, t.Any], card_url: str) -> list[Interface]:
+    """The card's interfaces this client speaks (1.x only), in the card's order, absolute."""
+    found = []
+    for entry in card.get("supportedInterfaces") or ():
+        if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+            continue
+        binding = _ALIASES.get(str(entry.get("protocolBinding", "")).lower())
+        version = str(entry.get("protocolVersion", ""))
+        if binding is None or not (version == "1" or version.startswith("1.")):
+            continue
+        tenant = entry.get("tenant")
+        found.append(Interface(
+            urljoin(card_url, entry["url"]), binding,
+            tenant if isinstance(tenant, str) and tenant else None, version,
+        ))  # fmt: skip
+    return found
+
+
+def choose(card: t.Mapping[str, t.Any], card_url: str, binding: str | None = None) -> Interface:
+    """The interface to use: the card's first one this client speaks (of ``binding`` when
+    given). Raises :class:`A2AClientError` when the card offers none."""
+    wanted = binding_name(binding) if binding is not None else None
+    for interface in interfaces(card, card_url):
+        if wanted is None or interface.binding == wanted:
+            return interface
+    offered = wanted or " or ".join(TRANSPORTS)
+    raise A2AClientError(f"the agent card at {card_url} offers no {offered} 1.x interface")
+
+
+def at_url(card: t.Mapping[str, t.Any], card_url: str, url: str) -> Interface | None:
+    """The card's interface served at ``url`` (an endpoint the caller named), if it lists one."""
+    for interface in interfaces(card, card_url):
+        if interface.url.rstrip("/") == url.rstrip("/"):
+            return interface
+    return None
+
+
+def transport(
+    interface: Interface, session: requests.Session, tenant: str | None
+) -> Transport:
+    """The transport for ``interface``; ``tenant`` (the caller's, else the interface's) goes
+    into every request, as spec §5.3 asks."""
+    return TRANSPORTS[interface.binding](
+        interface.url, session, tenant if tenant is not None else interface.tenant
+    )
