@@ -43,9 +43,7 @@ from .bindings import Interface, Transport
 from .sse import A2AClientError as A2AClientError
 from .sse import EventStream as EventStream
 from .sse import StreamEvent as StreamEvent
-
-#: (connect, read) seconds.
-Timeout = float | tuple[float, float]
+from .sse import Timeout as Timeout
 
 PROTOCOL_VERSION: t.Final = "1.0"
 #: Reads, lists, cancels, push configs, the card.

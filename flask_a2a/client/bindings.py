@@ -17,10 +17,7 @@ import requests
 
 from .jsonrpc import JsonRpcTransport
 from .rest import RestTransport
-from .sse import A2AClientError, EventStream
-
-if t.TYPE_CHECKING:
-    from .a2a_client import Timeout
+from .sse import A2AClientError, EventStream, Timeout
 
 #: The A2A ``protocolBinding`` names this client speaks, in the order it prefers them.
 JSONRPC: t.Final = "JSONRPC"

@@ -9,10 +9,7 @@ import typing as t
 
 import requests
 
-from .sse import A2AClientError, EventStream, answer_of, result_of
-
-if t.TYPE_CHECKING:
-    from .a2a_client import Timeout
+from .sse import A2AClientError, EventStream, Timeout, answer_of, result_of
 
 _HEADERS: t.Final = {"Content-Type": "application/json"}
 

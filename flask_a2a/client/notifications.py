@@ -32,8 +32,10 @@ class NotificationRejected(A2AClientError):
 
 
 class _Request(t.Protocol):
-    headers: t.Any
-    content_length: int | None
+    @property
+    def headers(self) -> t.Any: ...
+    @property
+    def content_length(self) -> int | None: ...
 
     def get_data(self) -> bytes: ...
 

@@ -12,10 +12,7 @@ import requests
 
 from ..bindings.rest import error_class_for_reason
 from ..protocol.errors import ERROR_INFO_TYPE, A2AError, error_from_dict
-from .sse import A2AClientError, EventStream
-
-if t.TYPE_CHECKING:
-    from .a2a_client import Timeout
+from .sse import A2AClientError, EventStream, Timeout
 
 MEDIA_TYPE: t.Final = "application/a2a+json"
 _HEADERS: t.Final = {"Content-Type": MEDIA_TYPE}

@@ -27,7 +27,7 @@ from tests.wire_app import create_app
 
 pytestmark = pytest.mark.usefixtures("binding")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AUTH = {"Authorization": "Bearer alice-token"}
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 

@@ -31,7 +31,7 @@ from tests.conftest import wait_for
 from tests.live_server import gunicorn_server, werkzeug_server
 from tests.wire_app import create_app
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CARD_URL = "https://agent.example/.well-known/agent-card.json"
 
 
@@ -124,7 +124,7 @@ def every_method_works(client: A2AClient) -> None:
     assert config.id == "c1"
     assert client.get_task_push_notification_config(paused.id, "c1").url == config.url
     assert [c.id for c in client.list_task_push_notification_configs(paused.id).configs] == ["c1"]
-    assert client.delete_task_push_notification_config(paused.id, "c1") is None
+    client.delete_task_push_notification_config(paused.id, "c1")
     assert client.list_task_push_notification_configs(paused.id).configs == ()
     with client.subscribe_to_task(paused.id) as watch:
         assert isinstance(next(watch), Task)
@@ -239,7 +239,8 @@ def test_parse_notification_refuses_what_is_not_a_notification() -> None:
         assert isinstance(event, TaskStatusUpdateEvent) and event.status.state is TaskState.WORKING
     sdk_style = {"X-A2A-Notification-Token": "tok"}  # the header the official SDKs send
     with app.test_request_context("/hook", method="POST", data=body, headers=sdk_style):
-        assert parse_notification(request, token="tok").task_id == "t"
+        sdk_event = parse_notification(request, token="tok")
+        assert isinstance(sdk_event, TaskStatusUpdateEvent) and sdk_event.task_id == "t"
     cases: list[tuple[dict[str, str], str, int, dict[str, t.Any]]] = [
         ({}, body, 401, {}),
         ({"A2A-Notification-Token": "nope"}, body, 401, {}),

@@ -24,7 +24,7 @@ from tests.wire_app import create_app, echo
 
 pytestmark = pytest.mark.usefixtures("binding")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PNG = {"raw": "iVBORw0KGgo=", "mediaType": "image/png"}
 
 
@@ -192,9 +192,11 @@ def test_media_type_matching() -> None:
 def test_over_a_live_gevent_server() -> None:
     env = {"FLASK_A2A_CHECK_MEDIA_TYPES": "refuse"}
     with gunicorn_server("tests.wire_app:create_app()", chdir=ROOT, env=env) as url:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-            "messageId": "g-1", "role": "ROLE_USER", "parts": [{"text": "hi"}],
-            "metadata": {"skill": "json_only"}}}}  # fmt: skip
+        message = {"messageId": "g-1", "role": "ROLE_USER", "parts": [{"text": "hi"}],
+                   "metadata": {"skill": "json_only"}}  # fmt: skip
+        body: dict[str, t.Any] = {
+            "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}
+        }
         status, doc = post(url + "/a2a", body)
         assert status == 200 and doc["error"]["code"] == -32005
         status, doc = post(url + "/a2a/rest/message:send", body["params"])
