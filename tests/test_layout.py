@@ -32,6 +32,8 @@ LAYERS: dict[str, int] = {
 }
 TOP = 6  # extension, cli, gunicorn, testing, the package's __init__ and the deprecated shims
 LEAVES = {"flask_a2a.config"}
+#: Packages that belong to the top layer itself (the browser console, beside the extension).
+TOP_PACKAGES = {"console"}
 #: Layers that must run without Flask or Werkzeug (a server built by hand can use them).
 NO_FLASK = {"protocol", "exchange", "bindings"}
 #: Old paths kept for one release: each only re-exports its new module.
@@ -98,6 +100,8 @@ def imports(name: str) -> list[tuple[str, bool]]:
 
 def layer(name: str) -> tuple[str, int]:
     parts = name.split(".")
+    if len(parts) > 1 and parts[1] in TOP_PACKAGES:
+        return "top", TOP
     if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS):
         return parts[1], LAYERS.get(parts[1], TOP)
     return "top", TOP

@@ -53,9 +53,17 @@ def blueprint(path: str, admin: AdminCheck | None) -> Blueprint:
     )
     bp.add_url_rule(base, "page", _page, methods=["GET"])
     bp.add_url_rule(base + "/", "page_slash", _page, methods=["GET"])
-    bp.add_url_rule(base + "/api/session", "session", functools.partial(_session, admin))
+
+    # Plain functions, not partials: hosts' hooks (Flask-WTF's CSRFProtect) read a view's name.
+    def session() -> Response:
+        return _session(admin)
+
+    def operators() -> Response:
+        return _operators(admin)
+
+    bp.add_url_rule(base + "/api/session", "session", session)
     bp.add_url_rule(base + "/api/card-signature", "card_signature", _card_signature)
-    bp.add_url_rule(base + "/api/operators", "operators", functools.partial(_operators, admin))
+    bp.add_url_rule(base + "/api/operators", "operators", operators)
     bp.after_request(_security_headers)
     return bp
 
