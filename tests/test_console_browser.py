@@ -267,11 +267,14 @@ def test_page_through_60_tasks_never_seeing_another_owners(
     page.fill("#open-id", bobs)  # another owner's task id: not found, like an unknown one
     page.click("#open-button")
     expect(page.locator("#tasks-error")).to_contain_text("Task not found")
+    page.fill("#f-size", "5")  # a short page for the screenshot
+    page.click("#tasks-list")
+    expect(page.locator("#tasks-caption")).to_contain_text(f"Page 1: tasks 1–5 of {total}")
     page.locator("#tasks-table tbody tr button").first.click()
     expect(page.locator("#task-detail")).to_be_visible()
     expect(page.locator("#detail-body .history .message")).to_have_count(1)
     expect(page.locator("#detail-body .artifacts")).to_contain_text("task ")
-    shot(page, "tasks")
+    shot(page, "tasks", full_page=True)
 
 
 def test_the_operators_panel_only_for_admins(context: BrowserContext, agent: str) -> None:
