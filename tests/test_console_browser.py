@@ -84,6 +84,7 @@ def agent() -> t.Iterator[str]:
         "FLASK_A2A_CONSOLE_PRINCIPAL": "optional",  # bearer tokens only: the page asks for one
         "FLASK_A2A_CONSOLE_ADMIN": "alice",
         "FLASK_A2A_TERMINAL_TASK_RETENTION": "500",
+        "FLASK_A2A_ALLOW_PRIVATE_PUSH": "true",  # a push config on a loopback URL
     })
     try:
         yield server.url
@@ -166,6 +167,8 @@ def test_send_to_echo_shows_the_artifact(context: BrowserContext, agent: str) ->
     choose(page, "echo")
     page.fill("#text", "hello from the console")
     page.fill("#data", '{"n": 1}')
+    page.set_input_files("#files", files=[
+        {"name": "notes.txt", "mimeType": "text/plain", "buffer": b"a file part"}])
     shot(page, "send")
     page.click("#send-button")
     expect(page.locator("#watch-state")).to_have_attribute("data-state", "TASK_STATE_COMPLETED")
@@ -173,6 +176,26 @@ def test_send_to_echo_shows_the_artifact(context: BrowserContext, agent: str) ->
     expect(artifact).to_contain_text("hello from the console")
     expect(artifact.locator(".json")).to_contain_text('"n": 1')
     expect(page.locator("#watch-cancel")).to_be_disabled()
+    raw = page.locator("#watch-raw").text_content() or ""
+    assert '"filename": "notes.txt"' in raw and '"raw": "YSBmaWxlIHBhcnQ="' in raw
+
+
+def test_a_tasks_push_configs_are_listed_and_deletable(
+    context: BrowserContext, agent: str
+) -> None:
+    task_id = send_text(agent, "alice-token", "echo", "with a webhook")
+    config = rpc(agent, "alice-token", "CreateTaskPushNotificationConfig", {
+        "taskId": task_id, "url": "http://127.0.0.1:9/hook", "token": "t"})
+    page = open_console(context, agent)
+    page.click("[data-tab=tasks]")
+    page.fill("#open-id", task_id)
+    page.click("#open-button")
+    expect(page.locator("#detail-body .push h4")).to_have_text("Push configs (1)")
+    expect(page.locator("#detail-body .push")).to_contain_text("http://127.0.0.1:9/hook")
+    page.get_by_role("button", name=f"Delete push config {config['id']}").click()
+    expect(page.locator("#detail-body .push h4")).to_have_text("Push configs (0)")
+    left = rpc(agent, "alice-token", "ListTaskPushNotificationConfigs", {"taskId": task_id})
+    assert left.get("configs", []) == []
 
 
 def test_a_stream_shows_each_chunk_as_it_arrives(context: BrowserContext, agent: str) -> None:
