@@ -57,6 +57,12 @@ def test_the_page_is_refused_to_a_request_with_no_owner_by_default() -> None:
     assert client.get(CONSOLE + "/", headers=bearer("alice")).status_code == 200
 
 
+def test_not_served_in_the_agent_role() -> None:
+    client = build({"A2A_ROLE": "agent"}).test_client()
+    assert client.get(CONSOLE, headers=bearer("alice")).status_code == 404
+    assert client.get(CONSOLE + "/api/session", headers=bearer("alice")).status_code == 404
+
+
 def test_optional_principal_serves_the_page_but_not_the_callers_data() -> None:
     client = build({"A2A_CONSOLE_PRINCIPAL": "optional"}).test_client()
     assert client.get(CONSOLE).status_code == 200

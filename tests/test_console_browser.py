@@ -148,6 +148,8 @@ def test_the_card_and_its_signature_verified_in_the_browser(
     expect(page.locator("#card-signature")).to_contain_text("verified in your browser")
     expect(page.locator("#token-row")).to_be_visible()
     shot(page, "card")
+    page.get_by_role("button", name="Show the extended card (as you)").click()
+    expect(page.locator("#extended-card")).to_contain_text("as seen by alice")
 
     tampered = context.new_page()
 

@@ -3,7 +3,7 @@
 // WebCrypto is unavailable, outside a secure context).
 
 import { h, append, clear, b64ToBytes, safeUrl, rawDetails } from "./dom.js";
-import { paths, consoleGet } from "./rpc.js";
+import { paths, consoleGet, rpc, describeError } from "./rpc.js";
 
 // The payload a signature covers, as flask_a2a.card.signing.canonical_payload builds it:
 // the card minus "signatures", proto default flags and empty values dropped, then RFC 8785.
@@ -142,6 +142,28 @@ function skillCard(skill, onTry) {
       h("button", { type: "button", class: "small", onclick: () => onTry(skill.id, null) }, `Send to ${skill.name}`)));
 }
 
+// GetExtendedAgentCard, as the signed-in caller: what this agent tells them beyond the card.
+function extendedCard(onTry) {
+  const box = h("div", { class: "extended", id: "extended-card" });
+  const button = h("button", {
+    type: "button", class: "small",
+    onclick: async () => {
+      try {
+        const found = await rpc("GetExtendedAgentCard", {});
+        box.replaceChildren(
+          h("h3", null, `Extended card: ${found.name || ""}`),
+          found.description ? h("p", null, found.description) : null,
+          h("div", { class: "skills" }, (found.skills || []).map((s) => skillCard(s, onTry))),
+          rawDetails("Raw extended card JSON", found));
+      } catch (error) {
+        box.replaceChildren(button, h("p", { class: "error" }, describeError(error)));
+      }
+    },
+  }, "Show the extended card (as you)");
+  box.append(button);
+  return box;
+}
+
 export async function loadCard() {
   const response = await fetch(paths.card, { cache: "no-store" });
   if (!response.ok) throw new Error(`the card answered HTTP ${response.status}`);
@@ -174,6 +196,7 @@ export function renderCard(card, onTry) {
       h("ul", null, caps.extensions.map((e) =>
         h("li", null, h("span", { class: "mono" }, e.uri), e.required ? " (required)" : "", e.description ? ` — ${e.description}` : ""))),
     ] : null,
+    caps.extendedAgentCard ? extendedCard(onTry) : null,
     h("h3", null, `Skills (${(card.skills || []).length})`),
     h("div", { class: "skills" }, (card.skills || []).map((s) => skillCard(s, onTry))),
     rawDetails("Raw card JSON", card),
