@@ -164,6 +164,30 @@ def test_the_card_and_its_signature_verified_in_the_browser(
     expect(tampered.locator("#card-signature")).to_contain_text("does NOT verify")
 
 
+def test_rs256_and_text_beyond_ascii_verify_in_the_browser(context: BrowserContext) -> None:
+    """The browser rebuilds the signed payload exactly (RFC 8785 over non-ASCII text, escapes,
+    a dropped ``required: false``) and checks an RSA signature too."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from flask_a2a import A2A, AgentCard, AgentExtension, Skill
+    from flask_a2a.card.signing import SigningKey
+    from tests.conftest import echo, token_principal
+
+    app = Flask(__name__)
+    app.config.update(A2A_CONSOLE_PATH=CONSOLE, A2A_CONSOLE_PRINCIPAL="optional",
+                      TRUSTED_HOSTS=["127.0.0.1"])
+    key = SigningKey("r1", rsa.generate_private_key(public_exponent=65537, key_size=2048))
+    A2A(app, principal=token_principal, signing_keys=[key], skills=[
+        Skill(id="echo", name="Échø ☃", handler=echo,
+              description='Tabs\t, "quotes", \u2028 and \U0001f600')],
+        card=AgentCard(extensions=[AgentExtension("https://example.com/ext/v1")]))
+    with werkzeug_server(app) as url:
+        page = context.new_page()
+        page.goto(url + CONSOLE)
+        expect(page.locator("#card-signature")).to_contain_text(
+            "verified in your browser against the served JWKS (key r1, RS256)")
+
+
 def test_send_to_echo_shows_the_artifact(context: BrowserContext, agent: str) -> None:
     page = open_console(context, agent)
     choose(page, "echo")
