@@ -204,6 +204,14 @@ def test_send_to_echo_shows_the_artifact(context: BrowserContext, agent: str) ->
     expect(page.locator("#watch-cancel")).to_be_disabled()
     raw = page.locator("#watch-raw").text_content() or ""
     assert '"filename": "notes.txt"' in raw and '"raw": "YSBmaWxlIHBhcnQ="' in raw
+    page.click("[data-tab=tasks]")
+    page.fill("#open-id", page.locator("#watch-task").text_content() or "")
+    page.click("#open-button")
+    download = page.locator("#detail-body .history a[download]")
+    expect(download).to_have_text("Download notes.txt")
+    with page.expect_download() as saved:
+        download.click()
+    assert pathlib.Path(saved.value.path()).read_bytes() == b"a file part"
 
 
 def test_a_tasks_push_configs_are_listed_and_deletable(
@@ -313,6 +321,15 @@ def test_page_through_60_tasks_never_seeing_another_owners(
     expect(page.locator("#page-prev")).to_be_enabled()
     page.click("#page-prev")
     expect(page.locator("#tasks-caption")).to_contain_text(f"Page {number - 1}:")
+    context_id = rpc(agent, "alice-token", "GetTask", {"id": seen[0]})["contextId"]
+    page.fill("#f-context", context_id)
+    page.click("#tasks-list")
+    expect(page.locator("#tasks-caption")).to_have_text("Page 1: tasks 1–1 of 1")
+    page.fill("#f-context", "")
+    page.fill("#f-after", "2099-01-01T00:00:00")
+    page.click("#tasks-list")
+    expect(page.locator("#tasks-caption")).to_have_text("No tasks match (0 in all).")
+    page.fill("#f-after", "")
     page.fill("#open-id", bobs)  # another owner's task id: not found, like an unknown one
     page.click("#open-button")
     expect(page.locator("#tasks-error")).to_contain_text("Task not found")
