@@ -65,12 +65,18 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_REST_PATH": None,
     "A2A_PREFERRED_BINDING": "JSONRPC",
     "A2A_CHECK_MEDIA_TYPES": "log",
+    "A2A_CONSOLE_PATH": None,
+    "A2A_CONSOLE_PRINCIPAL": "required",
+    "A2A_CONSOLE_ADMIN": (),
 }
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
 _SECRET_KEYS: t.Final = frozenset({"A2A_PUSH_SECRET_KEY"})
 
 SEAT_OVERFLOW_POLICIES: t.Final = ("refuse", "evict-oldest")
+#: Who may load the console page: a request the principal hook resolves to an owner, or anyone
+#: (the page holds no data; every call it makes is authenticated by the exchange).
+CONSOLE_PRINCIPALS: t.Final = ("required", "optional")
 #: ``protocolBinding`` names of the interfaces the card can list first.
 BINDINGS: t.Final = ("JSONRPC", "HTTP+JSON")
 #: ``A2A_CHECK_MEDIA_TYPES`` values (``True`` reads as ``refuse``, ``False`` as ``off``).
@@ -218,6 +224,13 @@ class Settings:
     #: Media types checked against the routed skill's modes: ``refuse`` (-32005), ``log``
     #: (answer as before, log what ``refuse`` would refuse) or ``off``.
     check_media_types: str = "log"
+    #: Serve the browser console (docs/console.md) at this path; unset = not served.
+    console_path: str | None = None
+    #: ``required``: the page is refused unless the principal hook names an owner;
+    #: ``optional``: served to anyone, it asks for a bearer token (``CONSOLE_PRINCIPALS``).
+    console_principal: str = "required"
+    #: Owners shown the console's operators panel (a ``console_admin=`` check may add others).
+    console_admin: tuple[str, ...] = ()
 
     @property
     def rest_mount(self) -> str | None:
@@ -295,6 +308,27 @@ class Settings:
             )
         if self.preferred_binding == "HTTP+JSON" and self.rest_mount is None:
             raise ConfigError("A2A_PREFERRED_BINDING is HTTP+JSON but A2A_REST_PATH turns REST off")
+        self._validate_console()
+
+    def _validate_console(self) -> None:
+        if self.console_principal not in CONSOLE_PRINCIPALS:
+            raise ConfigError(
+                f"A2A_CONSOLE_PRINCIPAL must be one of {CONSOLE_PRINCIPALS}, "
+                f"got {self.console_principal!r}"
+            )
+        if not self.console_path:
+            return
+        path = self.console_path.rstrip("/")
+        if not path.startswith("/"):
+            raise ConfigError(f"A2A_CONSOLE_PATH must start with '/', got {self.console_path!r}")
+        rest = self.rest_mount
+        if path == self.path.rstrip("/") or (rest is not None and (path + "/").startswith(
+            rest + "/"
+        )):
+            raise ConfigError(
+                f"A2A_CONSOLE_PATH {self.console_path!r} must differ from A2A_PATH and lie "
+                "outside A2A_REST_PATH"
+            )
 
 
 def _shown(key: str, value: t.Any) -> str:

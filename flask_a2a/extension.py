@@ -119,6 +119,8 @@ class A2A:
         fails with ``tool unavailable``, and the card lists what an anonymous caller may list.
     :param bus: the event bus; a :class:`flask_a2a.fleet.redis_bus.RedisBus` on ``A2A_REDIS_URL``
         when that is set, else the in-process bus.
+    :param console_admin: ``console_admin(principal) -> bool``, run in the request: who sees
+        the console's operators panel besides the owners in ``A2A_CONSOLE_ADMIN``.
 
     Settings are ``A2A_*`` config keys read once in :meth:`init_app` (docs/configuration.md).
     """
@@ -139,8 +141,10 @@ class A2A:
         entities: t.Iterable[Entity] = (),
         entity_gate: EntityGate | None = None,
         bus: Bus | None = None,
+        console_admin: t.Callable[[Principal], bool] | None = None,
     ) -> None:
         self._bus = bus
+        self._console_admin = console_admin
         self._entities = list(entities)
         self._entity_gate = entity_gate
         self._push_client = push_client
@@ -236,6 +240,10 @@ class A2A:
         app.extensions["a2a"] = state
         self._states[app] = state
         app.register_blueprint(_blueprint(settings, state.cards))
+        if settings.console_path:  # the browser console (docs/console.md)
+            from .console import register as register_console
+
+            register_console(app, settings.console_path, self._console_admin)
         state.csrf_exempted = _exempt_from_csrf(app)  # CSRFProtect registered before A2A
         app.before_request(_exempt_from_csrf_hook)  # ... or after: this runs before its check
         app.before_request(_rest_unrouted)

@@ -33,6 +33,8 @@ LAYERS: dict[str, int] = {
 }
 TOP = 6  # extension, cli, config, gunicorn, testing and the package's __init__
 LEAVES = {"flask_a2a.config"}
+#: Packages that belong to the top layer itself (the browser console, beside the extension).
+TOP_PACKAGES = {"console"}
 #: Layers that must run without Flask or Werkzeug (a server built by hand can use them).
 NO_FLASK = {"protocol", "exchange", "bindings"}
 
@@ -88,6 +90,8 @@ def imports(name: str, typing_too: bool = False) -> list[tuple[str, bool]]:
 
 def layer(name: str) -> tuple[str, int]:
     parts = name.split(".")
+    if len(parts) > 1 and parts[1] in TOP_PACKAGES:
+        return "top", TOP
     if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS):
         return parts[1], LAYERS.get(parts[1], TOP)
     return "top", TOP
@@ -146,8 +150,10 @@ def architecture_names() -> tuple[set[str], set[str]]:
             continue
         named = set(re.findall(r"`(?:flask_a2a/)?(\w+)/`", cells[1])) - {"flask_a2a"}
         packages |= named
-        if not named:  # the top row: the package itself, its modules in the third cell
-            top |= {f"{name}.py" for name in re.findall(r"`([a-z_]+)`", cells[2])}
+        if not named:  # the top row: the package itself, its modules (and packages) in the
+            modules = re.split(r"`[a-z_]+/`", cells[2])[0]  # third cell; a package's own
+            top |= {f"{name}.py" for name in re.findall(r"`([a-z_]+)`", modules)}  # come after
+            packages |= set(re.findall(r"`([a-z_]+)/`", cells[2]))
     return packages, top
 
 

@@ -178,6 +178,11 @@ class Seats:
     def count(self, owner: str) -> int:
         return len(self._held.get(owner, ()))
 
+    def in_use(self) -> int:
+        """Seats held by every owner (the console's operators panel)."""
+        with self._lock:
+            return sum(len(held) for held in self._held.values())
+
 
 class Relay:
     """A stream body: iterates the relay generator, whose events come encoded (UTF-8 bytes:
