@@ -212,6 +212,8 @@ class Settings:
     #: The interface the card lists first (clients such as the official SDK take the first
     #: one they support): ``JSONRPC`` or ``HTTP+JSON``.
     preferred_binding: str = "JSONRPC"
+    #: The agent's name (``A2A(name=...)``, not a config key): labels its metrics.
+    agent: str = "default"
 
     @property
     def rest_mount(self) -> str | None:
