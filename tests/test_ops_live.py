@@ -69,7 +69,8 @@ def test_spans_and_metrics_under_gunicorn_gevent_two_workers(tmp_path: Path) -> 
         assert scraped(server.url, "a2a_runs_started_total", agent="default", skill="echo") == SENDS
         assert scraped(server.url, "a2a_runs_settled_total", agent="default", skill="echo",
                        state="completed") == SENDS
-        assert scraped(server.url, "a2a_run_duration_seconds_count", agent="default", skill="echo") == SENDS
+        assert scraped(server.url, "a2a_run_duration_seconds_count", agent="default",
+                       skill="echo") == SENDS
         assert scraped(server.url, "a2a_runs_live", agent="default", skill="echo") == 0
     finally:
         log = server.stop()
