@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import typing as t
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import sqlalchemy as sa
@@ -17,10 +18,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from flask_a2a import A2A, Entity, Part, Principal, Skill, TaskContext
 from flask_a2a.agents import agents
 from flask_a2a.cli import a2a_cli
+from flask_a2a.exchange.bus import Bus, BusHooks
 from flask_a2a.store.sql import SQLStore
 from flask_a2a.testing import A2ATestClient
 
-from .conftest import token_principal
+from .conftest import Gate, token_principal, wait_for
 
 
 def echo(task: TaskContext) -> None:
@@ -292,3 +294,43 @@ def test_the_cli_selects_an_agent(two: Pair) -> None:
         first.stderr)
     unknown = runner.invoke(a2a_cli, ["--agent", "nope", "skills"])
     assert unknown.exit_code != 0 and "agents: default, billing" in unknown.output
+
+
+class SharedBus(Bus):
+    """A bus shared by replicas, as the exchange sees one: it keeps its hooks, counts closes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hooks: BusHooks | None = None
+        self.closed = 0
+
+    def bind(self, hooks: BusHooks) -> None:
+        self.hooks = hooks
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_a_shared_bus_asks_every_agent_and_closes_with_the_last(gate: Gate) -> None:
+    bus = SharedBus()
+    app = Flask("bus")
+    support = A2A(app, principal=token_principal, bus=bus, skills=[
+        Skill(id="wait", name="Wait", description="Waits.", handler=gate.handler)])
+    billing = A2A(app, name="billing", url_prefix="/billing", principal=token_principal,
+                  skills=skills("billing"))  # bound the bus last
+    client = A2ATestClient(app, token="alice")
+    task = client.rpc("SendMessage", {
+        "message": A2ATestClient.message("hi", skill="wait"),
+        "configuration": {"returnImmediately": True},
+    }).result["task"]
+    assert gate.entered.wait(10)
+    assert bus.hooks is not None and bus.hooks.running(task["id"])  # support's run, seen
+    # Another replica settled it: support checks its run, though billing bound the bus last.
+    checked: list[str] = []
+    support.exchange(app).replicas = t.cast(t.Any, SimpleNamespace(
+        check_now=lambda run: checked.append(run.task_id)))
+    bus.hooks.settled_elsewhere(task["id"], 99)
+    assert wait_for(lambda: checked == [task["id"]])
+    gate.release.set()
+    assert support.shutdown(5, app=app) and bus.closed == 0  # billing still uses it
+    assert billing.shutdown(5, app=app) and bus.closed == 1
