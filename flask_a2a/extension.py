@@ -18,7 +18,7 @@ import weakref
 
 from flask import Blueprint, Flask, Request, Response, current_app, has_app_context, request
 
-from .agents import DEFAULT_AGENT, REGISTRY_KEY, Agents, Scoping, check_name
+from .agents import DEFAULT_AGENT, REGISTRY_KEY, Scoping, agents, check_name
 from .bindings import jsonrpc as jsonrpc_binding
 from .bindings import rest as rest_binding
 from .card.document import (
@@ -212,9 +212,7 @@ class A2A:
 
     def init_app(self, app: Flask) -> None:
         """Mount the exchange and the card on ``app``; fails loudly on a misconfiguration."""
-        registry = app.extensions.get(REGISTRY_KEY)
-        if not isinstance(registry, Agents):
-            registry = Agents()
+        registry = agents(app)
         if app in self._states or self._name in registry.states:
             raise RuntimeError(
                 f"A2A is already registered on this app as the agent {self._name!r}; "
@@ -400,17 +398,11 @@ class A2A:
         removed = exchange.store.erase_owner(owner)
         # The store is shared by the app's agents: the owner's runs end in each of them.
         found = app or t.cast(Flask, current_app._get_current_object())  # type: ignore[attr-defined]
-        for state in (registry_of(found).states.values() or [self.state(app)]):
+        for state in (agents(found).states.values() or [self.state(app)]):
             for run in state.exchange.live_runs():
                 if run.owner == owner:
                     state.exchange.forget(run.task_id)
         return removed
-
-
-def registry_of(app: Flask) -> Agents:
-    """Every agent on ``app`` (``flask_a2a.agents.agents`` reads the same registry)."""
-    found = app.extensions.get(REGISTRY_KEY)
-    return found if isinstance(found, Agents) else Agents()
 
 
 def _mounted(settings: Settings, prefix: str, agent: str) -> Settings:
@@ -529,7 +521,7 @@ def _state() -> A2AState:
 
 def _agent_state() -> A2AState:
     """The state of the agent whose blueprint routed this request."""
-    return registry_of(current_app).by_blueprint[t.cast(str, request.blueprint)]
+    return agents(current_app).by_blueprint[t.cast(str, request.blueprint)]
 
 
 def _exchange_view() -> Response:
