@@ -23,6 +23,7 @@ from flask_a2a.store.sql import SQLStore
 from flask_a2a.testing import A2ATestClient
 
 from .conftest import Gate, token_principal, wait_for
+from .redis_support import REDIS_URL, redis_prefix  # noqa: F401
 
 
 def echo(task: TaskContext) -> None:
@@ -334,3 +335,32 @@ def test_a_shared_bus_asks_every_agent_and_closes_with_the_last(gate: Gate) -> N
     gate.release.set()
     assert support.shutdown(5, app=app) and bus.closed == 0  # billing still uses it
     assert billing.shutdown(5, app=app) and bus.closed == 1
+
+
+def test_fleet_limits_count_each_agent_apart(redis_prefix: str, gate: Gate) -> None:  # noqa: F811
+    """With A2A_FLEET_LIMITS, each agent's per-owner cap counts its own runs: alice's run on
+    support does not take billing's only slot."""
+    app = Flask("fleet")
+    app.config.update(A2A_REDIS_URL=REDIS_URL, A2A_REDIS_PREFIX=redis_prefix,
+                      A2A_FLEET_LIMITS=True, A2A_MAX_CONCURRENT_RUNS_PER_OWNER=1)
+    wait = [Skill(id="wait", name="Wait", description="Waits.", handler=gate.handler)]
+    support = A2A(app, principal=token_principal, skills=wait)
+    billing = A2A(app, name="billing", url_prefix="/billing", principal=token_principal,
+                  skills=skills("billing"))
+    try:
+        held = A2ATestClient(app, token="alice").rpc("SendMessage", {
+            "message": A2ATestClient.message("hi", skill="wait"),
+            "configuration": {"returnImmediately": True},
+        })
+        assert held.result["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+        assert gate.entered.wait(10)
+        second = A2ATestClient(app, token="alice").rpc("SendMessage", {
+            "message": A2ATestClient.message("hi", skill="wait")})
+        assert second.error["code"] == -32004  # support's cap: one run of alice's
+        billed = A2ATestClient(app, token="alice", agent="billing").send(
+            "hi", skill="billing-echo")["task"]
+        assert billed["status"]["state"] == "TASK_STATE_COMPLETED"
+    finally:
+        gate.release.set()
+        support.shutdown(5, app=app)
+        billing.shutdown(5, app=app)
