@@ -305,14 +305,16 @@ class A2A:
 
             install_fleet_limits(exchange)
         state = A2AState(exchange, self._principal, self._card, self._signing_keys)
-        if self._extended_card is not None:
-            exchange.extended_card = state.cards.extended_hook(self._extended_card)
+        scoping = state.scoping = Scoping(self._name, registry)
+        # The host's code (handlers, the extended card hook) sees the caller's own tenant.
+        exchange.runs.handler_principal = scoping.host
+        hook = self._extended_card
+        if hook is not None:
+            exchange.extended_card = state.cards.extended_hook(lambda p: hook(scoping.host(p)))
         state.entities = entities
         state.push_secrets = secrets
         state.store_handle = store
         state.card_path = card_path
-        state.scoping = Scoping(self._name, registry)
-        exchange.runs.handler_principal = state.scoping.host
         self._states[app] = state
         registry.states[self._name] = state
         _share_bus([s.exchange for s in registry.states.values() if s.exchange.bus is bus])

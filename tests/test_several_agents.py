@@ -364,3 +364,25 @@ def test_fleet_limits_count_each_agent_apart(redis_prefix: str, gate: Gate) -> N
         gate.release.set()
         support.shutdown(5, app=app)
         billing.shutdown(5, app=app)
+
+
+def test_the_host_hooks_see_the_callers_own_tenant() -> None:
+    seen: list[str | None] = []
+
+    def in_acme() -> Principal | None:
+        found = token_principal()
+        return None if found is None else Principal(found.owner, tenant="acme")
+
+    def extended(principal: Principal) -> dict[str, t.Any]:
+        seen.append(principal.tenant)
+        return {"name": "Billing, extended"}
+
+    app = Flask("hooks")
+    A2A(app, skills=skills("support"), principal=in_acme)
+    A2A(app, name="billing", url_prefix="/billing", skills=skills("billing"),
+        principal=in_acme, extended_card=extended)
+    billing = A2ATestClient(app, token="alice", agent="billing")
+    assert billing.rpc("GetExtendedAgentCard", {}).result == {"name": "Billing, extended"}
+    task = billing.send("hi", skill="billing-echo")["task"]
+    assert task["artifacts"][0]["parts"] == [{"text": "billing-echo:acme"}]
+    assert seen == ["acme"]
