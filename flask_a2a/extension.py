@@ -396,11 +396,11 @@ class A2A:
 
         Returns the number of rows removed.
         """
-        exchange = self.exchange(app)
-        removed = exchange.store.erase_owner(owner)
+        mine = self.state(app)
+        removed = mine.exchange.store.erase_owner(owner)
         # The store is shared by the app's agents: the owner's runs end in each of them.
-        found = app or t.cast(Flask, current_app._get_current_object())  # type: ignore[attr-defined]
-        for state in (agents(found).states.values() or [self.state(app)]):
+        every = mine.scoping.registry.states.values() if mine.scoping is not None else [mine]
+        for state in every:
             for run in state.exchange.live_runs():
                 if run.owner == owner:
                     state.exchange.forget(run.task_id)

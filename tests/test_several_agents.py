@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import sqlalchemy as sa
-from flask import Flask, request
+from flask import Flask, request, url_for
 from marshmallow import Schema, fields
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -93,6 +93,9 @@ def test_each_agent_has_its_path_card_and_skills(two: Pair) -> None:
     assert two.a.send("hi", skill="billing-echo")["task"]["status"]["state"] == (
         "TASK_STATE_REJECTED"
     )
+    with two.app.test_request_context():  # one blueprint per agent, as Flask users expect
+        assert url_for("a2a_billing.exchange") == "/billing/a2a"
+        assert url_for("a2a.exchange") == "/a2a"
     rest = A2ATestClient(two.app, token="alice", agent="billing", binding="rest")
     assert rest.rest_path == "/billing/a2a/rest"
     assert rest.send("hi", skill="billing-echo")["task"]["status"]["state"] == (
