@@ -19,7 +19,7 @@ import requests
 from flask import current_app
 from flask.cli import AppGroup
 
-from .card.document import AGENT_CARD_PATH
+from .agents import agent_of, agents
 from .client.a2a_client import A2AClient, A2AClientError
 from .extension import A2A, A2AState
 from .protocol import wire
@@ -38,7 +38,22 @@ from .push.secrets import ROTATE_BATCH, rotate_sql_store
 from .store.base import ListQuery, TaskRecord, holds_nothing_at_rest
 from .store.choice import chosen_store
 
-a2a_cli = AppGroup("a2a", help="Inspect and maintain the A2A task exchange; call A2A agents.")
+
+def _select_agent(agent: str | None) -> None:
+    """``flask a2a --agent NAME ...``: the agent the command reads (apps with several)."""
+    click.get_current_context().meta[_AGENT_KEY] = agent
+
+
+_AGENT_KEY: t.Final = "flask_a2a.agent"
+a2a_cli = AppGroup(
+    "a2a",
+    help="Inspect and maintain the A2A task exchange; call A2A agents.",
+    params=[click.Option(["--agent"], metavar="NAME", help=(
+        "The agent to act on, when the app serves several (A2A(name=...)); default: the "
+        "first registered."
+    ))],
+    callback=_select_agent,
+)
 
 #: Tasks read per store page when walking an owner (the walk ends when the store's pages do).
 WALK_PAGE: t.Final = 500
@@ -49,6 +64,16 @@ def _state() -> A2AState:
     state = current_app.extensions.get("a2a")
     if state is None:
         raise click.ClickException(f"A2A is not registered on the app {current_app.name!r}")
+    registry = agents(current_app)
+    name = click.get_current_context().meta.get(_AGENT_KEY)
+    if name is not None:
+        try:
+            return registry.get(name)
+        except KeyError as exc:
+            raise click.ClickException(str(exc.args[0])) from None
+    if registry.several():
+        click.echo(f"agent {state.name!r} (this app serves {', '.join(registry.states)}; "
+                   "choose with flask a2a --agent NAME)", err=True)
     return t.cast(A2AState, state)
 
 
@@ -71,8 +96,7 @@ def _short(state: TaskState) -> str:
 @a2a_cli.command("card")
 def card_command() -> None:
     """Print the public agent card (JSON), as the app serves it."""
-    _state()
-    response = current_app.test_client().get(AGENT_CARD_PATH)
+    response = current_app.test_client().get(_state().card_path)
     if response.status_code != 200:
         raise click.ClickException(f"the card route answered HTTP {response.status_code}")
     click.echo(json.dumps(response.get_json(), indent=2, ensure_ascii=False))
@@ -103,7 +127,9 @@ def owner_records(state: A2AState, owner: str) -> list[TaskRecord]:
     query = ListQuery(owner=owner, tenanted=False, scoped=False, limit=WALK_PAGE)
     while True:
         page = state.exchange.store.list_tasks(dataclasses.replace(query, cursor=cursor))
-        records.extend(r for r in page.records if r.owner == owner)
+        records.extend(r for r in page.records if r.owner == owner and (
+            not agents(current_app).several() or agent_of(r.tenant) == state.name
+        ))
         if page.next_cursor is None or not page.records:
             return records
         cursor = page.next_cursor

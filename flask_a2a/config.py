@@ -231,6 +231,8 @@ class Settings:
     console_principal: str = "required"
     #: Owners shown the console's operators panel (a ``console_admin=`` check may add others).
     console_admin: tuple[str, ...] = ()
+    #: The agent's name (``A2A(name=...)``, not a config key): labels its metrics.
+    agent: str = "default"
 
     @property
     def rest_mount(self) -> str | None:

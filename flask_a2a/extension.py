@@ -2,24 +2,35 @@
 
 ``A2A(app, skills=[...], principal=...)`` or ``A2A(...).init_app(app)``. State lives in
 ``app.extensions["a2a"]`` (an :class:`A2AState`); the extension object never holds the app.
+Several instances with their own ``name=`` are several agents on one app
+(``flask_a2a.agents``): ``app.extensions["a2a"]`` is the first, ``app.extensions["a2a_agents"]``
+holds them all.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import io
 import typing as t
 import weakref
 
 from flask import Blueprint, Flask, Request, Response, current_app, has_app_context, request
 
+from .agents import DEFAULT_AGENT, REGISTRY_KEY, Scoping, agents, check_name
 from .bindings import jsonrpc as jsonrpc_binding
 from .bindings import rest as rest_binding
-from .card.document import PROTECTED_RESOURCE_PATH, AgentCard, CardPublisher, check_card_config
+from .card.document import (
+    AGENT_CARD_PATH,
+    PROTECTED_RESOURCE_PATH,
+    AgentCard,
+    CardPublisher,
+    check_card_config,
+)
 from .config import DEFAULTS, Settings
 from .entities.registry import Entity, EntityGate, EntityRegistry
-from .exchange.bus import Bus
+from .exchange.bus import Bus, BusHooks
 from .exchange.calls import HTTPRequest, Reply
 from .exchange.methods import Exchange
 from .exchange.replicas import ReplicaWatch, is_shared
@@ -33,7 +44,7 @@ from .protocol.scrub import scrub
 from .push.secrets import PushSecrets
 from .push.webhooks import PushSender
 from .store.base import Store, holds_nothing_at_rest
-from .store.choice import chosen_store, store_for
+from .store.choice import LazyStore, chosen_store, store_for
 
 if t.TYPE_CHECKING:
     import requests
@@ -45,6 +56,11 @@ ExtendedCardHook = t.Callable[[Principal], t.Any]
 
 #: HTTP methods routed to the endpoint so that anything but POST gets a JSON-RPC 405.
 _ALL_METHODS: t.Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+#: The views of an agent's blueprint the agent role serves.
+_ROLE_VIEWS: t.Final = (
+    "exchange", "rest", "rest_root", "agent_card", "agent_card_root", "jwks",
+    "protected_resource", "protected_resource_for_path", "healthz", "metrics",
+)  # fmt: skip
 
 
 class A2AState:
@@ -69,6 +85,13 @@ class A2AState:
         self.push_secrets: PushSecrets | None = None
         #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
         self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
+        #: The agent's name (``A2A(name=...)``) and where its card is served.
+        self.name = exchange.settings.agent
+        self.card_path = AGENT_CARD_PATH
+        #: The agent's tenant scoping (set by ``init_app``; the default agent's changes nothing).
+        self.scoping: Scoping | None = None
+        #: The store as ``store_for`` made it (agents of one app share it).
+        self.store_handle: LazyStore | None = None
 
     def store(self) -> Store:
         """The task store (chosen now if it was not yet: see ``store_choice``)."""
@@ -79,10 +102,12 @@ class A2AState:
         taken as the owner. Anything else fails the request naming the hook (a log ERROR,
         -32603 to the caller)."""
         found: object = self.principal_hook()
-        if found is None or isinstance(found, Principal):
-            return found
+        if found is None:
+            return None
+        if isinstance(found, Principal):
+            return self._scoped(found)
         if isinstance(found, str | int) and not isinstance(found, bool) and found != "":
-            return Principal(owner=str(found))
+            return self._scoped(Principal(owner=str(found)))
         hook = self.principal_hook
         name = f"{getattr(hook, '__module__', '?')}.{getattr(hook, '__qualname__', hook)}"
         raise TypeError(
@@ -90,6 +115,10 @@ class A2AState:
             f"{scrub(repr(found))[:80]}: return a "
             "flask_a2a.Principal, an owner id (a non-empty str or an int) or None"
         )
+
+    def _scoped(self, principal: Principal) -> Principal:
+        """The principal as this agent stores and checks tasks with (``flask_a2a.agents``)."""
+        return principal if self.scoping is None else self.scoping.stored(principal)
 
 
 class A2A:
@@ -122,6 +151,18 @@ class A2A:
     :param console_admin: ``console_admin(principal) -> bool``, run in the request: who sees
         the console's operators panel besides the owners in ``A2A_CONSOLE_ADMIN``.
 
+    :param name: the agent's name, when an app serves several agents (docs/several-agents.md);
+        ``"default"`` when not given. Names the blueprint, labels the metrics, selects the
+        agent in ``flask a2a --agent NAME``, and scopes its tasks in the shared store.
+    :param url_prefix: mounts every route of the agent under this prefix (its ``A2A_PATH``,
+        REST binding, card, JWKS and health route), as ``register_blueprint(url_prefix=)`` does.
+    :param config: ``A2A_*`` settings of this agent alone, over the app's config.
+    :param well_known_card: also serve this agent's card at ``/.well-known/agent-card.json``
+        (an agent without ``url_prefix`` always does; at most one agent may).
+
+    A second instance on an app shares the first one's store, run pool and bus unless given
+    its own (``store=``, ``runner=``, ``bus=``).
+
     Settings are ``A2A_*`` config keys read once in :meth:`init_app` (docs/configuration.md).
     """
 
@@ -142,7 +183,20 @@ class A2A:
         entity_gate: EntityGate | None = None,
         bus: Bus | None = None,
         console_admin: t.Callable[[Principal], bool] | None = None,
+        name: str | None = None,
+        url_prefix: str | None = None,
+        config: t.Mapping[str, t.Any] | None = None,
+        well_known_card: bool | None = None,
     ) -> None:
+        self._name = check_name(name) if name is not None else DEFAULT_AGENT
+        self._prefix = (url_prefix or "").rstrip("/")
+        if self._prefix and not self._prefix.startswith("/"):
+            raise ValueError(f"A2A url_prefix must start with '/', got {url_prefix!r}")
+        self._config = dict(config or {})
+        unknown = sorted(key for key in self._config if key not in DEFAULTS)
+        if unknown:
+            raise ValueError(f"A2A config= takes A2A_* settings; unknown: {unknown}")
+        self._well_known = well_known_card
         self._bus = bus
         self._console_admin = console_admin
         self._entities = list(entities)
@@ -162,10 +216,14 @@ class A2A:
 
     def init_app(self, app: Flask) -> None:
         """Mount the exchange and the card on ``app``; fails loudly on a misconfiguration."""
-        if "a2a" in app.extensions:
+        registry = agents(app)
+        if app in self._states or self._name in registry.states:
             raise RuntimeError(
-                "A2A is already registered on this app; create one A2A instance per app"
+                f"A2A is already registered on this app as the agent {self._name!r}; "
+                "register each instance once, and give a second agent its own name= "
+                "(A2A(app, name='billing', url_prefix='/billing', ...))"
             )
+        first = registry.first()
         if self._principal is None:
             raise ValueError(
                 "A2A needs principal=: a function returning the caller's Principal (tasks are "
@@ -173,8 +231,18 @@ class A2A:
             )
         for key, default in DEFAULTS.items():
             app.config.setdefault(key, default)
-        settings = Settings.from_config(app.config)
+        settings = _mounted(
+            Settings.from_config({**app.config, **self._config}), self._prefix, self._name
+        )
+        card_path = self._prefix + AGENT_CARD_PATH
+        well_known = not self._prefix or bool(self._well_known)
         for rule in app.url_map.iter_rules():
+            theirs = rule.endpoint.partition(".")[0] in registry.by_blueprint
+            if theirs and rule.rule in (card_path, AGENT_CARD_PATH if well_known else card_path):
+                raise RuntimeError(
+                    f"{rule.rule!r} already serves the card of {rule.endpoint!r}; give the "
+                    "agent a url_prefix= (only one agent's card is at the well-known path)"
+                )
             if rule.rule == settings.path:
                 raise RuntimeError(
                     f"A2A_PATH {settings.path!r} is already routed to {rule.endpoint!r}; "
@@ -187,15 +255,21 @@ class A2A:
                     "or '' to serve no REST binding"
                 )
         check_card_config(self._card, settings, self._signing_keys, app)
-        store = store_for(app, settings, self._store, recorder(settings.metrics))
+        if first is not None and self._store is None and first.store_handle is not None:
+            store = first.store_handle  # the agents of one app share the store
+        else:
+            store = store_for(app, settings, self._store, recorder(settings.metrics))
         # The memory store keeps push secrets in process memory only: nothing is at rest.
         secrets = PushSecrets(
             settings.push_secret_key,
             plaintext=lambda: holds_nothing_at_rest(chosen_store(store)),
         )
-        runner = self._runner if self._runner is not None else default_runner(
-            settings.run_pool_size
-        )
+        if self._runner is not None:
+            runner = self._runner
+        elif first is not None:
+            runner = first.exchange.runner  # ... and the run pool
+        else:
+            runner = default_runner(settings.run_pool_size)
         push = None if settings.disable_push_notifications else PushSender(
             t.cast(Store, store),
             runner.spawn,
@@ -206,13 +280,16 @@ class A2A:
             resolver=self._push_resolver,
             refresh=settings.replica_poll_interval,
             secrets=secrets,
-            metrics=recorder(settings.metrics),
+            metrics=recorder(settings.metrics, settings.agent),
         )
-        registry = EntityRegistry(self._entities, app, self._entity_gate)
+        entities = EntityRegistry(self._entities, app, self._entity_gate)
         skills = list(self._skills)
         if not settings.disable_entity_skills:
             with app.app_context():  # the gate may read the app's config
-                skills.extend(registry.skills())
+                skills.extend(entities.skills())
+        bus = self._bus
+        if bus is None:
+            bus = first.exchange.bus if first is not None else default_bus(settings)
         exchange = Exchange(
             settings,
             skills,
@@ -221,7 +298,7 @@ class A2A:
             extended_card=self._extended_card,
             push=push,
             extensions=declared_extensions(self._card.extensions),
-            bus=self._bus if self._bus is not None else default_bus(settings),
+            bus=bus,
             default_modes=(self._card.default_input_modes, self._card.default_output_modes),
         )
         # Handlers and job workers use the app as a view does: current_app, db.session.
@@ -233,27 +310,43 @@ class A2A:
 
             install_fleet_limits(exchange)
         state = A2AState(exchange, self._principal, self._card, self._signing_keys)
-        if self._extended_card is not None:
-            exchange.extended_card = state.cards.extended_hook(self._extended_card)
-        state.entities = registry
+        scoping = state.scoping = Scoping(self._name, registry)
+        # The host's code (handlers, the extended card hook) sees the caller's own tenant.
+        exchange.runs.handler_principal = scoping.host
+        hook = self._extended_card
+        if hook is not None:
+            exchange.extended_card = state.cards.extended_hook(lambda p: hook(scoping.host(p)))
+        state.entities = entities
         state.push_secrets = secrets
-        app.extensions["a2a"] = state
+        state.store_handle = store
+        state.card_path = card_path
         self._states[app] = state
-        app.register_blueprint(_blueprint(settings, state.cards))
-        if settings.console_path:  # the browser console (docs/console.md)
-            from .console import register as register_console
+        registry.states[self._name] = state
+        _share_bus([s.exchange for s in registry.states.values() if s.exchange.bus is bus])
+        blueprint = _blueprint(settings, state.cards, self._prefix, well_known, app)
+        registry.by_blueprint[blueprint.name] = state
+        registry.role_endpoints.update(f"{blueprint.name}.{view}" for view in _ROLE_VIEWS)
+        app.register_blueprint(blueprint)
+        if first is None:
+            app.extensions["a2a"] = state
+            app.extensions[REGISTRY_KEY] = registry
+            state.csrf_exempted = _exempt_from_csrf(app)  # CSRFProtect registered before A2A
+            app.before_request(_exempt_from_csrf_hook)  # ... or after: this runs before its check
+            app.before_request(_rest_unrouted)  # every agent's REST prefix
+            if settings.console_path:  # the browser console (docs/console.md): the first agent's
+                from .console import register as register_console
 
-            register_console(app, settings.console_path, self._console_admin)
-        state.csrf_exempted = _exempt_from_csrf(app)  # CSRFProtect registered before A2A
-        app.before_request(_exempt_from_csrf_hook)  # ... or after: this runs before its check
-        app.before_request(_rest_unrouted)
-        state.cards.guard_agent_role(app)
+                register_console(app, settings.console_path, self._console_admin)
+        if settings.role == "agent" and not registry.guarded:
+            registry.guarded = True  # one guard serves every agent's endpoints
+            state.cards.guard_agent_role(app, registry.role_endpoints)
         _register_exit(exchange)
 
     # -- reaching the state
 
     def state(self, app: Flask | None = None) -> A2AState:
-        """The state for ``app`` (default: the current app, or the only registered one)."""
+        """This agent's state for ``app`` (default: the current app, or the only registered
+        one); an instance not registered on ``app`` reads its first agent's."""
         if app is None:
             try:
                 app = t.cast(Flask, current_app._get_current_object())  # type: ignore[attr-defined]
@@ -263,8 +356,11 @@ class A2A:
                 raise RuntimeError(
                     "no app context: pass app=, or call inside an app context"
                 ) from None
+        unwrap = getattr(app, "_get_current_object", None)  # current_app, say
+        if unwrap is not None:
+            app = t.cast(Flask, unwrap())
         try:
-            return t.cast(A2AState, app.extensions["a2a"])
+            return self._states.get(app) or t.cast(A2AState, app.extensions["a2a"])
         except KeyError:
             raise RuntimeError(
                 "A2A is not registered on this app; did you call init_app?"
@@ -310,12 +406,57 @@ class A2A:
 
         Returns the number of rows removed.
         """
-        exchange = self.exchange(app)
-        removed = exchange.store.erase_owner(owner)
-        for run in exchange.live_runs():
-            if run.owner == owner:
-                exchange.forget(run.task_id)
+        mine = self.state(app)
+        removed = mine.exchange.store.erase_owner(owner)
+        # The store is shared by the app's agents: the owner's runs end in each of them.
+        every = mine.scoping.registry.states.values() if mine.scoping is not None else [mine]
+        for state in every:
+            for run in state.exchange.live_runs():
+                if run.owner == owner:
+                    state.exchange.forget(run.task_id)
         return removed
+
+
+def _mounted(settings: Settings, prefix: str, agent: str) -> Settings:
+    """The settings of an agent mounted under ``prefix`` (every path of its own under it)."""
+    if not prefix:
+        return dataclasses.replace(settings, agent=agent)
+    rest = settings.rest_path
+    return dataclasses.replace(
+        settings,
+        agent=agent,
+        path=prefix + settings.path,
+        rest_path=prefix + rest if rest else rest,
+        jwks_path=prefix + settings.jwks_path,
+        metrics_path=prefix + settings.metrics_path if settings.metrics_path else None,
+    )
+
+
+def _share_bus(exchanges: list[Exchange]) -> None:
+    """Agents sharing a bus: a shared (Redis) bus asks each of them, and the last one to shut
+    down closes it."""
+    if len(exchanges) < 2:
+        return
+    bus = exchanges[0].bus
+    hooks = [e.bus_hooks for e in exchanges]
+
+    def settled_elsewhere(task_id: str, version: int) -> None:
+        for each in hooks:
+            each.settled_elsewhere(task_id, version)
+
+    bus.bind(BusHooks(
+        spawn=hooks[0].spawn,
+        running=lambda task_id: any(h.running(task_id) for h in hooks),
+        settled_elsewhere=settled_elsewhere,
+        snapshot=hooks[0].snapshot,
+    ))  # fmt: skip
+
+    def close_when_last() -> None:
+        if all(e.closing for e in exchanges):
+            bus.close()
+
+    for exchange in exchanges:
+        exchange.close_bus = close_when_last
 
 
 def _watch_replicas(exchange: Exchange) -> None:
@@ -390,8 +531,13 @@ def _state() -> A2AState:
     return t.cast(A2AState, current_app.extensions["a2a"])
 
 
+def _agent_state() -> A2AState:
+    """The state of the agent whose blueprint routed this request."""
+    return agents(current_app).by_blueprint[t.cast(str, request.blueprint)]
+
+
 def _exchange_view() -> Response:
-    state = _state()
+    state = _agent_state()
     exchange = state.exchange
     return _answer(state, jsonrpc_binding.handle(
         _http_request(state), exchange.settings, exchange.methods, exchange.extensions
@@ -400,7 +546,10 @@ def _exchange_view() -> Response:
 
 def _rest_view(route: str = "") -> Response:
     """The HTTP+JSON binding: every path below ``A2A_REST_PATH`` (``rest.py`` routes it)."""
-    state = _state()
+    return _rest_answer(_agent_state(), route)
+
+
+def _rest_answer(state: A2AState, route: str) -> Response:
     exchange = state.exchange
     return _answer(state, rest_binding.handle(
         _http_request(state), route, exchange.settings, exchange.methods, exchange.extensions
@@ -415,11 +564,12 @@ def _rest_unrouted() -> Response | None:
     them first; every other path keeps the host's own answer."""
     if request.routing_exception is None:
         return None
-    mount = _state().settings.rest_mount
     path = request.path
-    if mount is None or (path != mount and not path.startswith(mount + "/")):
-        return None
-    return _rest_view(path[len(mount) + 1 :])
+    for state in agents(current_app).states.values():
+        mount = state.settings.rest_mount
+        if mount is not None and (path == mount or path.startswith(mount + "/")):
+            return _rest_answer(state, path[len(mount) + 1 :])
+    return None
 
 
 def _http_request(state: A2AState) -> HTTPRequest:
@@ -490,7 +640,7 @@ def _principal_refresher() -> t.Callable[[], Principal | None]:
     server holds the environ for the whole response; an idle stream holds no copy).
     """
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    return _Refresh(app, _state(), request.environ)
+    return _Refresh(app, _agent_state(), request.environ)
 
 
 class _Refresh:
@@ -514,15 +664,20 @@ class _Refresh:
             return self.state.resolve_principal()
 
 
-def _blueprint(settings: Settings, cards: CardPublisher) -> Blueprint:
-    bp = Blueprint("a2a", __name__)
+def _blueprint(
+    settings: Settings, cards: CardPublisher, prefix: str, well_known: bool, app: Flask
+) -> Blueprint:
+    name = "a2a" if settings.agent == DEFAULT_AGENT else f"a2a_{settings.agent}"
+    bp = Blueprint(name, __name__)
     bp.add_url_rule(settings.path, "exchange", _exchange_view, methods=_ALL_METHODS)
     if settings.rest_mount is not None:
         bp.add_url_rule(settings.rest_mount, "rest_root", _rest_view, methods=_ALL_METHODS)
         bp.add_url_rule(
             settings.rest_mount + "/<path:route>", "rest", _rest_view, methods=_ALL_METHODS
         )
-    cards.add_routes(bp)
-    if settings.metrics_path:
+    cards.add_routes(bp, prefix, well_known)
+    # The metrics are the process's: an agent whose metrics path is taken serves none.
+    taken = {rule.rule for rule in app.url_map.iter_rules()}
+    if settings.metrics_path and settings.metrics_path not in taken:
         bp.add_url_rule(settings.metrics_path, "metrics", metrics_view, methods=["GET"])
     return bp

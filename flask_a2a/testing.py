@@ -150,6 +150,8 @@ class A2ATestClient:
     :param token: sent as ``Authorization: Bearer <token>`` unless ``headers`` overrides it.
     :param binding: ``"jsonrpc"`` or ``"rest"`` (the HTTP+JSON binding at ``A2A_REST_PATH``);
         by default :attr:`default_binding`.
+    :param agent: the name of the agent to call, when the app serves several (its path and
+        REST binding); by default the first.
     """
 
     #: The binding of clients made without ``binding=`` (the test suite sets it per case).
@@ -162,10 +164,14 @@ class A2ATestClient:
         *,
         path: str | None = None,
         binding: str | None = None,
+        agent: str | None = None,
     ) -> None:
         self.app = app
         self.client = app.test_client()
         self.token = token
+        self.agent = agent
+        if path is None and agent is not None:
+            path = self._state().settings.path
         self.path = path or app.config.get("A2A_PATH", "/a2a")
         self.binding = binding or self.default_binding
         self._ids = itertools.count(1)
@@ -173,10 +179,14 @@ class A2ATestClient:
     @property
     def rest_path(self) -> str:
         """Where the app serves the HTTP+JSON binding."""
-        state = self.app.extensions["a2a"]
-        mount = state.settings.rest_mount
+        mount = self._state().settings.rest_mount
         assert mount is not None, "this app serves no REST binding (A2A_REST_PATH is '')"
         return t.cast(str, mount)
+
+    def _state(self) -> t.Any:
+        if self.agent is None:
+            return self.app.extensions["a2a"]
+        return self.app.extensions["a2a_agents"].get(self.agent)
 
     def rest(
         self,

@@ -117,3 +117,29 @@ def test_readme_sample_sums_only_the_callers_invoices(
         a2a.shutdown(5)
         with app.app_context():
             db.engine.dispose()
+
+
+def test_several_agents_example_serves_three_agents_apart() -> None:
+    """examples/several_agents.py: three agents, three cards, one store; each sees its own."""
+    from examples.several_agents import billing, create_app, search_agent, support
+    from flask_a2a.testing import A2ATestClient
+
+    app = create_app()
+    try:
+        client = app.test_client()
+        names = {path: client.get(path + "/.well-known/agent-card.json").get_json()["name"]
+                 for path in ("", "/billing", "/search")}
+        assert names == {"": "Support", "/billing": "Billing", "/search": "Search"}
+        alice = A2ATestClient(app, token="alice-token", agent="billing")
+        task = alice.send("how much?", skill="invoice-total")["task"]
+        assert task["artifacts"][0]["parts"] == [{"data": {"invoices": 2, "total": "155.50"}}]
+        found = A2ATestClient(app, token="alice-token", agent="search").send(
+            "invoices", skill="search-help")["task"]
+        assert found["artifacts"][0]["parts"] == [{"data": {"articles": ["Exporting invoices"]}}]
+        # Support (the default agent) does not see billing's task.
+        helpdesk = A2ATestClient(app, token="alice-token")
+        assert helpdesk.rpc("GetTask", {"id": task["id"]}).error["code"] == -32001
+        assert support.store(app) is billing.store(app) is search_agent.store(app)
+    finally:
+        for agent in (support, billing, search_agent):
+            agent.shutdown(5, app=app)

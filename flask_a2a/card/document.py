@@ -43,6 +43,7 @@ AGENT_ROLE_ENDPOINTS: t.Final = frozenset(
         "a2a.rest",
         "a2a.rest_root",
         "a2a.agent_card",
+        "a2a.agent_card_root",
         "a2a.jwks",
         "a2a.protected_resource",
         "a2a.protected_resource_for_path",
@@ -337,18 +338,25 @@ class CardPublisher:
 
     # -- wiring
 
-    def add_routes(self, bp: t.Any) -> None:
-        """The discovery routes on the extension's blueprint (card, JWKS, RFC 9728, health)."""
-        bp.add_url_rule(AGENT_CARD_PATH, "agent_card", self.card_view, methods=["GET"])
+    def add_routes(self, bp: t.Any, prefix: str = "", well_known: bool = True) -> None:
+        """The discovery routes on the extension's blueprint (card, JWKS, RFC 9728, health).
+
+        An agent mounted under ``prefix`` serves its card at ``<prefix>`` + the card path, and
+        also at the card path itself when it is the app's ``well_known`` agent.
+        """
+        bp.add_url_rule(prefix + AGENT_CARD_PATH, "agent_card", self.card_view, methods=["GET"])
+        if prefix and well_known:
+            bp.add_url_rule(AGENT_CARD_PATH, "agent_card_root", self.card_view, methods=["GET"])
         if self.signing_keys:
             bp.add_url_rule(self.settings.jwks_path, "jwks", self.jwks_view, methods=["GET"])
-        if self.settings.authorization_servers:
+        if self.settings.authorization_servers and well_known:
             bp.add_url_rule(
                 PROTECTED_RESOURCE_PATH,
                 "protected_resource",
                 self.protected_resource_view,
                 methods=["GET"],
             )
+        if self.settings.authorization_servers:
             bp.add_url_rule(
                 PROTECTED_RESOURCE_PATH + self.settings.path,
                 "protected_resource_for_path",
@@ -356,19 +364,24 @@ class CardPublisher:
                 methods=["GET"],
             )
         if self.settings.role == "agent":
-            bp.add_url_rule(HEALTH_PATH, "healthz", self.healthz_view, methods=["GET"])
+            bp.add_url_rule(
+                prefix + HEALTH_PATH, "healthz", self.healthz_view, methods=["GET"]
+            )
 
-    def guard_agent_role(self, app: Flask) -> None:
+    def guard_agent_role(self, app: Flask, endpoints: t.Container[str] = AGENT_ROLE_ENDPOINTS
+                         ) -> None:
         """``A2A_ROLE=agent``: every endpoint but the agent's answers 404, before any other hook.
 
         The one place the extension affects the whole app: replicas in this role serve agents
-        alone, so the host's pages and APIs must not be reachable through them.
+        alone, so the host's pages and APIs must not be reachable through them. ``endpoints``
+        are those served (every agent's, when an app has several: the extension passes one
+        set they all add to, and guards once).
         """
         if self.settings.role != "agent":
             return
 
         def only_agent_routes() -> None:
-            if request.endpoint not in AGENT_ROLE_ENDPOINTS:
+            if request.endpoint not in endpoints:
                 abort(404)
 
         app.before_request_funcs.setdefault(None, []).insert(0, only_agent_routes)

@@ -40,14 +40,15 @@ def counters(enabled: bool) -> dict[str, t.Any] | None:
     found = recorder(enabled)
     if not isinstance(found, PrometheusRecorder):
         return None
+    series = found.series  # every agent's series (labelled agent/...) and the shared ones
     return {
-        "runsStarted": sum(_by_label(found.runs_started).values()),
-        "runsSettled": _by_label(found.runs_settled),
-        "runRefusals": _by_label(found.run_refusals),
-        "seatRefusals": sum(_by_label(found.seat_refusals).values()),
-        "pushDeliveries": _by_label(found.push),
-        "pushDropped": _by_label(found.push_drops),
-        "retentionTrimmed": _by_label(found.trims),
+        "runsStarted": sum(_by_label(series.runs_started).values()),
+        "runsSettled": _by_label(series.runs_settled),
+        "runRefusals": _by_label(series.run_refusals),
+        "seatRefusals": sum(_by_label(series.seat_refusals).values()),
+        "pushDeliveries": _by_label(series.push),
+        "pushDropped": _by_label(series.push_drops),
+        "retentionTrimmed": _by_label(series.trims),
     }
 
 

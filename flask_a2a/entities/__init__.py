@@ -4,6 +4,12 @@ and the CRUD blueprint.
 The names of ``registry.py`` are re-exported here, so ``flask_a2a.entities`` keeps its old imports.
 """
 
+from .operations import (
+    Argument as Argument,
+)
+from .operations import (
+    Operation as Operation,
+)
 from .registry import (
     DEFAULT_ROUTES as DEFAULT_ROUTES,
 )

@@ -29,6 +29,7 @@ from ..exchange.router import Skill
 from ..ops.log_fields import fields
 from ..protocol.model import Part, Principal
 from ..protocol.scrub import scrub
+from .operations import Argument, Bound, Operation, apply, bind
 from .toolschema import SchemaFacts, walk
 
 if t.TYPE_CHECKING:
@@ -72,24 +73,38 @@ class Entity:
     :param name: the resource name (``invoices``); artifacts are named ``<name>.<operation>``.
     :param schema: the marshmallow schema (instance or class) of one record.
     :param url: where the app serves the conventional routes (default ``/api/<name>``).
-    :param operations: the operations offered, a subset of :data:`OPERATIONS`.
-    :param routes: per-operation ``(method, path)`` overrides; ``{id}`` in a path is the id.
+    :param operations: the operations offered: names from :data:`OPERATIONS`, and
+        :class:`~flask_a2a.entities.operations.Operation` objects (an operation of the app's
+        own name and route, or a standard one with its route and arguments declared).
+    :param routes: per-operation ``(method, path)`` overrides; ``{id}`` in a path is the id,
+        any other ``{param}`` must be declared in ``arguments`` (else startup fails).
     :param namespace: groups the skill as ``entity.<namespace>.<name>``.
     :param public: listed on the public agent card (a non-public entity is served, unlisted).
     :param arguments: per-operation argument keys the app's route really takes (a hand-written
-        route that ignores ``limit``, say), chosen from the keys derived from the schema; an
-        operation left out takes them all, as the generated CRUD blueprint does. The
-        description, the tool schema and the argument check follow it.
+        route that ignores ``limit``, say), chosen from the keys derived from the schema, or
+        :class:`~flask_a2a.entities.operations.Argument` objects (a key renamed for the route,
+        ``limit`` sent as ``per_page``, or one the schema does not have); an operation left
+        out takes them all, as the generated CRUD blueprint does. The description, the tool
+        schema and the argument check follow it.
+    :param description: the skill description's lead line, instead of the generated one.
     """
 
     name: str
     schema: Schema | type[Schema]
     url: str | None = None
-    operations: tuple[str, ...] = OPERATIONS
+    #: Given as names and :class:`Operation` objects; once made, the names (a tuple of str).
+    operations: t.Sequence[t.Any] = OPERATIONS
     routes: t.Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     namespace: str | None = None
     public: bool = True
-    arguments: t.Mapping[str, t.Sequence[str]] = dataclasses.field(default_factory=dict)
+    arguments: t.Mapping[str, t.Sequence[str | Argument]] = dataclasses.field(
+        default_factory=dict
+    )
+    description: str | None = None
+    #: The operations declared as :class:`Operation` objects, by name (set from ``operations``).
+    declared_routes: t.Mapping[str, Operation] = dataclasses.field(
+        init=False, default_factory=dict, repr=False
+    )
 
     def __post_init__(self) -> None:
         for label, value in (("name", self.name), ("namespace", self.namespace)):
@@ -103,26 +118,34 @@ class Entity:
             raise TypeError(f"Entity {self.name!r}: schema must be a marshmallow Schema")
         if isinstance(self.operations, str):
             raise TypeError(f"Entity {self.name!r}: operations must be a sequence of names")
-        ops = tuple(self.operations)
-        unknown = [op for op in ops if op not in OPERATIONS] + [
-            op for op in [*self.routes, *self.arguments] if op not in ops
+        own = {op.name: op for op in self.operations if isinstance(op, Operation)}
+        ops = tuple(op.name if isinstance(op, Operation) else op for op in self.operations)
+        unknown = [op for op in ops if op not in OPERATIONS and op not in own] + [
+            op for op in [*self.routes, *self.arguments] if op not in ops or op in own
         ]
         if unknown or not ops or len(set(ops)) != len(ops):
             raise ValueError(
                 f"Entity {self.name!r}: operations must be distinct names from {OPERATIONS} "
-                f"(and routes and arguments may name only those), got {unknown or list(ops)}"
+                "or Operation objects (and routes and arguments may name only the former), "
+                f"got {unknown or list(ops)}"
             )
-        declared: dict[str, tuple[str, ...]] = {}
+        declared: dict[str, tuple[str | Argument, ...]] = {}
         for op, keys in self.arguments.items():
-            if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+            if isinstance(keys, str) or not all(isinstance(k, str | Argument) for k in keys):
                 raise TypeError(
-                    f"Entity {self.name!r}: arguments[{op!r}] must be a sequence of key names"
+                    f"Entity {self.name!r}: arguments[{op!r}] must be a sequence of key "
+                    "names and Argument objects"
                 )
-            if len(set(keys)) != len(keys):
+            names = [k if isinstance(k, str) else k.name for k in keys]
+            if len(set(names)) != len(names):
                 raise ValueError(f"Entity {self.name!r}: arguments[{op!r}] repeats a key")
             declared[op] = tuple(keys)
         object.__setattr__(self, "arguments", declared)
-        object.__setattr__(self, "operations", tuple(op for op in OPERATIONS if op in ops))
+        object.__setattr__(self, "declared_routes", own)
+        object.__setattr__(self, "operations", tuple(
+            [op for op in OPERATIONS if op in ops and op not in own]
+            + [op for op in ops if op in own]
+        ))
         object.__setattr__(self, "url", (self.url or f"/api/{self.name}").rstrip("/"))
         for op, (_method, path) in self.routes.items():
             if not path.startswith("/"):
@@ -143,6 +166,9 @@ class Entity:
 
     def route(self, operation: str) -> tuple[str, str]:
         """The ``(method, path template)`` the app serves ``operation`` at."""
+        if operation in self.declared_routes:
+            own = self.declared_routes[operation]
+            return own.method, own.path
         if operation in self.routes:
             method, path = self.routes[operation]
             return method.upper(), path
@@ -175,6 +201,8 @@ class Tool:
     operation: str
     input_schema: dict[str, t.Any]
     facts: SchemaFacts = dataclasses.field(repr=False)
+    #: The declared arguments checked and placed as declared (renamed, extra, path parameters).
+    bound: tuple[Bound, ...] = ()
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -183,33 +211,39 @@ class Tool:
     @property
     def declared(self) -> bool:
         """The entity declares this operation's arguments (else they are derived)."""
-        return self.operation in self.entity.arguments
+        return self.operation in self.entity.arguments or self.custom
+
+    @property
+    def custom(self) -> bool:
+        """Declared as an :class:`Operation`: its arguments are all it takes."""
+        return self.operation in self.entity.declared_routes
 
     @property
     def signature(self) -> str:
-        """``list(page, limit, sort, due_at, total, ...)``: the description line for this tool.
+        """``list(page, limit, sort, due_at, total)``: the description line for this tool.
 
-        A derived operation ends with ``...`` (the route may take more); a declared one lists
-        exactly its keys (``...`` only past :data:`MAX_DESCRIBED_FIELDS`).
+        A declared operation lists its keys in the order declared, a derived one its fixed
+        keys first; either ends with ``...`` only when keys past :data:`MAX_DESCRIBED_FIELDS`
+        were left out (the tool listing has them all).
         """
-        if self.declared:
-            keys = list(self.keys)
-            more = ["..."] if len(keys) > MAX_DESCRIBED_FIELDS else []
-            return f"{self.operation}({', '.join([*keys[:MAX_DESCRIBED_FIELDS], *more])})"
-        fixed = {"list": LIST_KEYS, "update": ("id",), "get": ("id",), "delete": ("id",)}
-        head = list(fixed.get(self.operation, ()))
-        if self.operation in ("get", "delete"):
-            return f"{self.operation}({', '.join(head)})"
-        shown = [k for k in self.keys if k not in head][:MAX_DESCRIBED_FIELDS]
-        return f"{self.operation}({', '.join([*head, *shown, '...'])})"
+        keys = list(self.keys)
+        if not self.declared:
+            fixed = {"list": LIST_KEYS, "update": ("id",), "get": ("id",), "delete": ("id",)}
+            head = list(fixed.get(self.operation, ()))
+            keys = [*head, *(k for k in keys if k not in head)]
+            limit = len(head) + MAX_DESCRIBED_FIELDS
+        else:
+            limit = MAX_DESCRIBED_FIELDS
+        more = ["..."] if len(keys) > limit else []
+        return f"{self.operation}({', '.join([*keys[:limit], *more])})"
 
     def describe(self) -> dict[str, t.Any]:
         """The tool as a tool listing shows it (MCP ``tools/list`` shape)."""
-        return {
-            "name": self.name,
-            "description": f"{self.operation.capitalize()} {self.entity.name} records.",
-            "inputSchema": self.input_schema,
-        }
+        text = f"{self.operation.capitalize()} {self.entity.name} records."
+        if self.custom:
+            own = self.entity.declared_routes[self.operation]
+            text = own.description or f"{own.name.capitalize()} ({own.method} {own.path})."
+        return {"name": self.name, "description": text, "inputSchema": self.input_schema}
 
     def prepare(self, arguments: t.Mapping[str, t.Any]) -> Call:
         """Validate ``arguments`` with the schema and build the app request; or ArgumentError."""
@@ -218,6 +252,16 @@ class Tool:
         # A key this tool does not take (``additionalProperties: false``) is refused by name.
         errors: dict[str, t.Any] = {k: ["Unknown field."] for k in arguments if k not in self.keys}
         arguments = {k: v for k, v in arguments.items() if k in self.keys}
+        # The declared arguments (renamed, extra, path parameters) are placed as declared.
+        names = {b.name for b in self.bound}
+        placed = apply(self.bound, template, {k: arguments[k] for k in names & set(arguments)},
+                       errors)
+        template = placed.path
+        arguments = {k: v for k, v in arguments.items() if k not in names}
+        if self.custom:
+            if errors:
+                raise ArgumentError(_format_errors(errors))
+            return Call(method, template, placed.query, placed.body or None)
         query: list[tuple[str, str]] = []
         body: dict[str, t.Any] | None = None
         record_id: t.Any = None
@@ -243,7 +287,9 @@ class Tool:
         path = template
         if self.operation in ("get", "delete", "update"):
             path = template.replace("{id}", quote(str(record_id), safe=""))
-        return Call(method, path, query, body)
+        if placed.body:
+            body = {**(body or {}), **placed.body}
+        return Call(method, path, [*placed.query, *query], body)
 
     def _partial(self) -> bool | tuple[str, ...]:
         """What the schema load may leave out: all of it for update; for a create, the
@@ -330,9 +376,21 @@ def build_tools(entity: Entity) -> list[Tool]:
     }
     tools = []
     for op in entity.operations:
-        properties, required = inputs[op]
-        if op in entity.arguments:
-            properties, required = _declared(entity, op, properties, required)
+        method, template = entity.route(op)
+        where = f"Entity {entity.name!r} operation {op!r}"
+        if op in entity.declared_routes:
+            # Bare names pick from every derived key; the declaration is all the route takes.
+            derived = {**inputs["list"][0], **id_only, **facts.properties}
+            bound = bind(where, method, template, entity.declared_routes[op].arguments, derived)
+            properties = {b.name: b.schema for b in bound}
+            required = [b.name for b in bound if b.required]
+        else:
+            properties, required = inputs[op]
+            fixed = ("id",) if op in ("get", "update", "delete") else ()
+            extras = [a for a in entity.arguments.get(op, ()) if isinstance(a, Argument)]
+            bound = bind(where, method, template, extras, properties, fixed)
+            if op in entity.arguments:
+                properties, required = _declared(entity, op, properties, required, bound)
         input_schema: dict[str, t.Any] = {
             "type": "object",
             "properties": properties,
@@ -340,36 +398,49 @@ def build_tools(entity: Entity) -> list[Tool]:
         }
         if required:
             input_schema["required"] = required
-        tools.append(Tool(f"{entity.qualified_name}.{op}", entity, op, input_schema, facts))
+        tools.append(Tool(
+            f"{entity.qualified_name}.{op}", entity, op, input_schema, facts, tuple(bound)
+        ))
     return tools
 
 
 def _declared(
-    entity: Entity, op: str, properties: dict[str, t.Any], required: list[str]
+    entity: Entity,
+    op: str,
+    properties: dict[str, t.Any],
+    required: list[str],
+    bound: t.Sequence[Bound],
 ) -> tuple[dict[str, t.Any], list[str]]:
-    """An operation's derived input narrowed to the keys the entity declares for it.
+    """An operation's derived input narrowed to the keys the entity declares for it, with its
+    :class:`Argument` declarations (``bound``) in their declared places.
 
     A record id is always taken where the path holds one (``get``, ``update``, ``delete``).
     """
-    keys = list(entity.arguments[op])
-    unknown = [k for k in keys if k not in properties]
+    declared = {b.name: b for b in bound}
+    keys = [k if isinstance(k, str) else k.name for k in entity.arguments[op]]
+    unknown = [k for k in keys if k not in properties and k not in declared]
     if unknown:
         raise ValueError(
             f"Entity {entity.name!r}: arguments[{op!r}] names {unknown}, which the {op} "
-            f"operation cannot take; choose from {list(properties)}"
+            f"operation cannot take; choose from {list(properties)}, or declare "
+            f"Argument({unknown[0]!r}, type=...)"
         )
     if "id" in properties and op != "create":
         keys = ["id", *(k for k in keys if k != "id")]
-    return {k: properties[k] for k in keys}, [k for k in required if k in keys]
+    out = {k: declared[k].schema if k in declared else properties[k] for k in keys}
+    needed = [k for k in required if k in keys and k not in declared]
+    return out, [*needed, *(b.name for b in bound if b.required and b.name not in needed)]
 
 
 def describe_skill(entity: Entity, tools: t.Sequence[Tool]) -> str:
     """The skill description: the first line, then one line per operation with its keys."""
-    first = (
-        f"CRUD on {entity.name} records through the app's tools. "
-        "Send one data part carrying skill, operation, and arguments:"
-    )
-    lines = [first]
+    contract = "Send one data part carrying skill, operation, and arguments:"
+    if entity.description:
+        lines = [entity.description.strip(), contract]
+    elif entity.declared_routes:
+        lines = [f"Operations on {entity.name} records through the app's tools. {contract}"]
+    else:
+        lines = [f"CRUD on {entity.name} records through the app's tools. {contract}"]
     lines.extend(tool.signature for tool in tools)
     return "\n".join(lines)
 

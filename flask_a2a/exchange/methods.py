@@ -114,7 +114,7 @@ class Exchange:
         #: The in-process bus, or one shared by replicas (``redis_bus.RedisBus``).
         self.bus = bus if bus is not None else Bus()
         #: Prometheus metrics (a no-op without the prometheus extra or with A2A_METRICS off).
-        self.metrics = recorder(settings.metrics)
+        self.metrics = recorder(settings.metrics, settings.agent)
         self.seats = Seats(
             settings.max_stream_seats_per_owner, settings.stream_seat_overflow, self.metrics
         )
@@ -145,12 +145,16 @@ class Exchange:
         self.runs.replicas = self.replicas
         #: Entered around each read and write of a TaskUpdater (set by the Flask wiring).
         self.updater_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext
-        self.bus.bind(BusHooks(
+        #: What a bus shared by replicas asks this exchange (agents sharing a bus: each's).
+        self.bus_hooks = BusHooks(
             spawn=runner.spawn,
             running=lambda task_id: self.runs.get(task_id) is not None,
             settled_elsewhere=self._settled_elsewhere,
             snapshot=self._stored_event,
-        ))  # fmt: skip
+        )
+        self.bus.bind(self.bus_hooks)
+        #: Called last by :meth:`shutdown` (agents sharing a bus close it with the last one).
+        self.close_bus: t.Callable[[], None] = self.bus.close
         self.methods: dict[str, Method] = {
             "SendMessage": self.send_message,
             "SendStreamingMessage": self.send_streaming_message,
@@ -470,7 +474,7 @@ class Exchange:
             # left holding a store connection once the exchange has stopped.
             return self.retention.flush(max(0.0, deadline - time.monotonic())) and finished
         finally:
-            self.bus.close()
+            self.close_bus()
 
 
 class _Feed:

@@ -108,7 +108,10 @@ class Runs:
         #: with the card's default modes).
         self.media = MediaCheck(settings.check_media_types)
         #: Prometheus metrics (a no-op without the prometheus extra or with A2A_METRICS off).
-        self.metrics = recorder(settings.metrics)
+        self.metrics = recorder(settings.metrics, settings.agent)
+        #: The principal a handler sees (a named agent's handlers see the caller's own tenant,
+        #: not the agent-scoped one its tasks are stored under: ``flask_a2a.agents``).
+        self.handler_principal: t.Callable[[Principal], Principal] = _same_principal
         #: Polls a shared store for foreign writes to our runs (set by the exchange).
         self.replicas: ReplicaHooks | None = None
         self._runs: dict[str, Run] = {}
@@ -441,7 +444,8 @@ class Runs:
         run = Run(record, self.settings.task_timeout)
         run.reveal = reveal
         context = TaskContext(
-            self.writer, run, message, principal, skill, credentials, extensions=extensions
+            self.writer, run, message, self.handler_principal(principal), skill, credentials,
+            extensions=extensions,
         )
         with self._lock:
             self._runs[run.task_id] = run
@@ -711,6 +715,10 @@ class Runs:
         finished = all(run.done.wait(max(0.0, deadline - time.monotonic())) for run in runs)
         self.owed.close()  # a last try: what the store still refuses stays as stored
         return finished
+
+
+def _same_principal(principal: Principal) -> Principal:
+    return principal
 
 
 def visible_record(store: Store, task_id: str, principal: Principal) -> TaskRecord:

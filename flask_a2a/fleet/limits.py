@@ -212,13 +212,18 @@ def install_fleet_limits(exchange: Exchange) -> None:
         )
     settings = exchange.settings
     spawn = exchange.runner.spawn
+    # Each agent of an app counts its own (its caps are its own); the default agent's keys
+    # are the ones a one-agent fleet always used.
+    agent = "" if settings.agent == "default" else f"{settings.agent}:"
     if settings.max_concurrent_runs_per_owner >= 0:
-        slots = FleetRunSlots(settings.max_concurrent_runs_per_owner, Leases(bus, "runs", spawn))
+        slots = FleetRunSlots(
+            settings.max_concurrent_runs_per_owner, Leases(bus, f"{agent}runs", spawn)
+        )
         exchange.runs.slots = exchange.slots = slots
     if settings.max_stream_seats_per_owner >= 0:
         exchange.seats = FleetSeats(
             settings.max_stream_seats_per_owner,
             settings.stream_seat_overflow,
-            Leases(bus, "seats", spawn),
+            Leases(bus, f"{agent}seats", spawn),
         )
         exchange.seats.metrics = exchange.metrics

@@ -2,8 +2,8 @@
 
 The ``prometheus`` extra (``prometheus_client``), imported on first use. The metrics live in
 ``prometheus_client``'s default registry, once per process (the Prometheus norm: several apps in
-one process add to the same series). Labels are bounded: skill ids, states, operations, limits
-and reasons, never an owner or a task id.
+one process add to the same series). Labels are bounded: agent names, skill ids, states,
+operations, limits and reasons, never an owner or a task id.
 
 :data:`NOOP` is what every part of the exchange holds when the extra is missing or
 ``A2A_METRICS`` is off: its methods do nothing. Under gunicorn with several workers set
@@ -70,44 +70,58 @@ class Recorder:
 NOOP: t.Final = Recorder()
 
 
-class PrometheusRecorder(Recorder):
-    """Records into ``prometheus_client``'s default registry (one per process)."""
+class Series:
+    """The process's metrics in ``prometheus_client``'s default registry, made once.
 
-    enabled = True
+    A run's, a stream seat's and a push's series carry the ``agent`` label (the name of the
+    ``A2A`` instance: several agents may serve one app, ``flask_a2a.agents``); the store and
+    retention series do not (the agents of an app share one store).
+    """
 
     def __init__(self) -> None:
         from prometheus_client import Counter, Gauge, Histogram
 
         self.runs_live = Gauge(
-            "a2a_runs_live", "Runs in flight", ["skill"], multiprocess_mode="livesum"
+            "a2a_runs_live", "Runs in flight", ["agent", "skill"], multiprocess_mode="livesum"
         )
-        self.runs_started = Counter("a2a_runs_started", "Runs started", ["skill"])
+        self.runs_started = Counter("a2a_runs_started", "Runs started", ["agent", "skill"])
         self.runs_settled = Counter(
-            "a2a_runs_settled", "Runs ended, by the state their task reached", ["skill", "state"]
+            "a2a_runs_settled", "Runs ended, by the state their task reached",
+            ["agent", "skill", "state"],
         )
         self.run_seconds = Histogram(
-            "a2a_run_duration_seconds", "Run duration", ["skill"], buckets=RUN_BUCKETS
+            "a2a_run_duration_seconds", "Run duration", ["agent", "skill"], buckets=RUN_BUCKETS
         )
         self.run_refusals = Counter(
-            "a2a_run_refusals", "Runs refused at a cap (-32004)", ["limit"]
+            "a2a_run_refusals", "Runs refused at a cap (-32004)", ["agent", "limit"]
         )
         self.seats = Gauge(
-            "a2a_stream_seats_in_use", "Stream seats held", multiprocess_mode="livesum"
+            "a2a_stream_seats_in_use", "Stream seats held", ["agent"], multiprocess_mode="livesum"
         )
-        self.seat_refusals = Counter("a2a_stream_seat_refusals", "Streams refused (429)")
-        self.push = Counter("a2a_push_deliveries", "Push deliveries made", ["outcome"])
+        self.seat_refusals = Counter("a2a_stream_seat_refusals", "Streams refused (429)", ["agent"])
+        self.push = Counter("a2a_push_deliveries", "Push deliveries made", ["agent", "outcome"])
         self.push_drops = Counter(
-            "a2a_push_dropped", "Push events dropped before delivery", ["reason"]
+            "a2a_push_dropped", "Push events dropped before delivery", ["agent", "reason"]
         )
         self.store_seconds = Histogram(
             "a2a_store_call_seconds", "Store call latency", ["operation"], buckets=STORE_BUCKETS
         )
-        #: (metric, label values) -> its child: ``labels()`` builds a key and takes a lock on
-        #: every call, and the label values (skills, states, operations, kinds) are few.
-        self._children: dict[tuple[t.Any, tuple[str, ...]], t.Any] = {}
         self.trims = Counter(
             "a2a_retention_trimmed_tasks", "Tasks removed or canceled by retention", ["kind"]
         )
+
+
+class PrometheusRecorder(Recorder):
+    """Records one agent's events into the process's :class:`Series`."""
+
+    enabled = True
+
+    def __init__(self, series: Series | None = None, agent: str = "default") -> None:
+        self.series = series if series is not None else Series()
+        self.agent = agent
+        #: (metric, label values) -> its child: ``labels()`` builds a key and takes a lock on
+        #: every call, and the label values (agents, skills, states, operations, kinds) are few.
+        self._children: dict[tuple[t.Any, tuple[str, ...]], t.Any] = {}
 
     def _child(self, metric: t.Any, *labels: str) -> t.Any:
         """``metric.labels(*labels)``, looked up once."""
@@ -117,38 +131,39 @@ class PrometheusRecorder(Recorder):
         return child
 
     def run_started(self, skill: str) -> None:
-        self._child(self.runs_started, skill).inc()
-        self._child(self.runs_live, skill).inc()
+        self._child(self.series.runs_started, self.agent, skill).inc()
+        self._child(self.series.runs_live, self.agent, skill).inc()
 
     def run_settled(self, skill: str, state: TaskState, seconds: float) -> None:
-        self._child(self.runs_live, skill).dec()
-        self._child(self.runs_settled, skill, state_label(state)).inc()
-        self._child(self.run_seconds, skill).observe(seconds)
+        series, agent = self.series, self.agent
+        self._child(series.runs_live, agent, skill).dec()
+        self._child(series.runs_settled, agent, skill, state_label(state)).inc()
+        self._child(series.run_seconds, agent, skill).observe(seconds)
 
     def run_refused(self, limit: str) -> None:
-        self._child(self.run_refusals, limit).inc()
+        self._child(self.series.run_refusals, self.agent, limit).inc()
 
     def seat_taken(self) -> None:
-        self.seats.inc()
+        self._child(self.series.seats, self.agent).inc()
 
     def seat_released(self) -> None:
-        self.seats.dec()
+        self._child(self.series.seats, self.agent).dec()
 
     def seat_refused(self) -> None:
-        self.seat_refusals.inc()
+        self._child(self.series.seat_refusals, self.agent).inc()
 
     def push_sent(self, ok: bool) -> None:
-        self._child(self.push, "sent" if ok else "failed").inc()
+        self._child(self.series.push, self.agent, "sent" if ok else "failed").inc()
 
     def push_dropped(self, reason: str) -> None:
-        self._child(self.push_drops, reason).inc()
+        self._child(self.series.push_drops, self.agent, reason).inc()
 
     def store_call(self, operation: str, seconds: float) -> None:
-        self._child(self.store_seconds, operation).observe(seconds)
+        self._child(self.series.store_seconds, operation).observe(seconds)
 
     def trimmed(self, kind: str, count: int) -> None:
         if count:
-            self._child(self.trims, kind).inc(count)
+            self._child(self.series.trims, kind).inc(count)
 
 
 def state_label(state: TaskState) -> str:
@@ -156,23 +171,29 @@ def state_label(state: TaskState) -> str:
     return state.name.lower()
 
 
-_made: PrometheusRecorder | None = None
+_series: Series | None = None
+#: One recorder per agent name (the names are an app's agents: few, fixed at startup).
+_made: dict[str, PrometheusRecorder] = {}
 _lock = threading.Lock()
 
 
-def recorder(enabled: bool = True) -> Recorder:
-    """The process's recorder, or :data:`NOOP` when off or ``prometheus_client`` is missing."""
-    global _made
+def recorder(enabled: bool = True, agent: str = "default") -> Recorder:
+    """``agent``'s recorder, or :data:`NOOP` when off or ``prometheus_client`` is missing."""
+    global _series
     if not enabled:
         return NOOP
-    if _made is None:
+    made = _made.get(agent)
+    if made is None:
         with _lock:
-            if _made is None:
+            made = _made.get(agent)
+            if made is None:
                 try:
-                    _made = PrometheusRecorder()
+                    if _series is None:
+                        _series = Series()
                 except ImportError:
                     return NOOP
-    return _made
+                made = _made[agent] = PrometheusRecorder(_series, agent)
+    return made
 
 
 def exposition() -> tuple[bytes, str]:

@@ -20,10 +20,10 @@ from tests.conftest import TOKENS
 DESCRIPTION = (
     "CRUD on invoices records through the app's tools. Send one data part carrying skill, "
     "operation, and arguments:\n"
-    "list(page, limit, sort, due_at, total, ...)\n"
+    "list(page, limit, sort, due_at, total)\n"
     "get(id)\n"
-    "create(due_at, total, ...)\n"
-    "update(id, due_at, total, ...)\n"
+    "create(due_at, total)\n"
+    "update(id, due_at, total)\n"
     "delete(id)"
 )
 OPERATIONS = "list, get, create, update, delete"
@@ -483,7 +483,7 @@ def test_rejection_lists_only_the_entitys_operations(
     assert status_text(task) == 'unknown operation "delete"; operations: list, get'
     [skill] = [s for s in inv.a2a.skills(inv.app) if s.id == "entity.invoices"]
     assert skill.description.split("\n")[1:] == [
-        "list(page, limit, sort, due_at, total, ...)",
+        "list(page, limit, sort, due_at, total)",
         "get(id)",
     ]
 

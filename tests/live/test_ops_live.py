@@ -66,11 +66,12 @@ def test_spans_and_metrics_under_gunicorn_gevent_two_workers(tmp_path: Path) -> 
         tasks = [send(server.url, n) for n in range(SENDS)]
         assert all(task["status"]["state"] == "TASK_STATE_COMPLETED" for task in tasks)
         # One scrape, whichever worker answers it, counts every worker's runs.
-        assert scraped(server.url, "a2a_runs_started_total", skill="echo") == SENDS
-        assert scraped(server.url, "a2a_runs_settled_total", skill="echo",
+        assert scraped(server.url, "a2a_runs_started_total", agent="default", skill="echo") == SENDS
+        assert scraped(server.url, "a2a_runs_settled_total", agent="default", skill="echo",
                        state="completed") == SENDS
-        assert scraped(server.url, "a2a_run_duration_seconds_count", skill="echo") == SENDS
-        assert scraped(server.url, "a2a_runs_live", skill="echo") == 0
+        assert scraped(server.url, "a2a_run_duration_seconds_count", agent="default",
+                       skill="echo") == SENDS
+        assert scraped(server.url, "a2a_runs_live", agent="default", skill="echo") == 0
     finally:
         log = server.stop()
     assert "Traceback" not in log, log[-3000:]

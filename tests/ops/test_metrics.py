@@ -35,7 +35,13 @@ def scrape(app: Flask, path: str = "/metrics") -> Samples:
     return samples
 
 
+#: The series an agent labels (``agent``: the A2A instance's name, ``default`` here).
+AGENT_SERIES = ("a2a_runs", "a2a_run_", "a2a_stream_seat", "a2a_push")
+
+
 def delta(before: Samples, after: Samples, name: str, **labels: str) -> float:
+    if name.startswith(AGENT_SERIES):
+        labels.setdefault("agent", "default")
     key = (name, tuple(sorted(labels.items())))
     return after.get(key, 0.0) - before.get(key, 0.0)
 
