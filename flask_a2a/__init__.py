@@ -19,7 +19,7 @@ if t.TYPE_CHECKING:
     from .client.a2a_client import A2AClient as A2AClient
     from .client.a2a_client import A2AClientError as A2AClientError
     from .config import ConfigError as ConfigError
-    from .entities.registry import Entity as Entity
+    from .entities.entity import Entity as Entity
     from .exchange.router import Skill as Skill
     from .exchange.runner import GeventRunner as GeventRunner
     from .exchange.runner import ThreadRunner as ThreadRunner
@@ -74,7 +74,7 @@ _SOURCES: t.Final[dict[str, str]] = {
     "A2AClient": "client.a2a_client",
     "A2AClientError": "client.a2a_client",
     "ConfigError": "config",
-    "Entity": "entities.registry",
+    "Entity": "entities.entity",
     "A2AError": "protocol.errors",
     "ContentTypeNotSupportedError": "protocol.errors",
     "ExtendedAgentCardNotConfiguredError": "protocol.errors",

@@ -29,7 +29,8 @@ from .card.document import (
     check_card_config,
 )
 from .config import DEFAULTS, Settings
-from .entities.registry import Entity, EntityGate, EntityRegistry
+from .entities.entity import Entity, EntityGate
+from .entities.registry import EntityRegistry
 from .exchange.bus import Bus, BusHooks
 from .exchange.calls import HTTPRequest, Reply
 from .exchange.methods import Exchange

@@ -1,69 +1,28 @@
 """Entity skills: the host app's own resources as deterministic skills, their tool schemas
 and the CRUD blueprint.
 
-The names of ``registry.py`` are re-exported here, so ``flask_a2a.entities`` keeps its old imports.
+The public names of the package's modules (``entity``, ``operations``, ``tools``, ``dispatch``,
+``registry``) are importable from here.
 """
 
-from .operations import (
-    Argument as Argument,
-)
-from .operations import (
-    Operation as Operation,
-)
-from .registry import (
-    DEFAULT_ROUTES as DEFAULT_ROUTES,
-)
-from .registry import (
-    ENTITY_CALL_ENVIRON_KEY as ENTITY_CALL_ENVIRON_KEY,
-)
-from .registry import (
-    LIST_KEYS as LIST_KEYS,
-)
-from .registry import (
-    MAX_ANSWER_BYTES as MAX_ANSWER_BYTES,
-)
-from .registry import (
-    MAX_DESCRIBED_FIELDS as MAX_DESCRIBED_FIELDS,
-)
-from .registry import (
-    OPERATIONS as OPERATIONS,
-)
-from .registry import (
-    TOOL_UNAVAILABLE as TOOL_UNAVAILABLE,
-)
-from .registry import (
-    Answer as Answer,
-)
-from .registry import (
-    AnswerTooLarge as AnswerTooLarge,
-)
-from .registry import (
-    ArgumentError as ArgumentError,
-)
-from .registry import (
-    Call as Call,
-)
-from .registry import (
-    Entity as Entity,
-)
-from .registry import (
-    EntityGate as EntityGate,
-)
-from .registry import (
-    EntityRegistry as EntityRegistry,
-)
-from .registry import (
-    Tool as Tool,
-)
-from .registry import (
-    build_tools as build_tools,
-)
-from .registry import (
-    describe_skill as describe_skill,
-)
-from .registry import (
-    dispatch as dispatch,
-)
-from .registry import (
-    refusal_text as refusal_text,
-)
+from .dispatch import ENTITY_CALL_ENVIRON_KEY as ENTITY_CALL_ENVIRON_KEY
+from .dispatch import MAX_ANSWER_BYTES as MAX_ANSWER_BYTES
+from .dispatch import Answer as Answer
+from .dispatch import AnswerTooLarge as AnswerTooLarge
+from .dispatch import dispatch as dispatch
+from .dispatch import refusal_text as refusal_text
+from .entity import DEFAULT_ROUTES as DEFAULT_ROUTES
+from .entity import OPERATIONS as OPERATIONS
+from .entity import Entity as Entity
+from .entity import EntityGate as EntityGate
+from .operations import Argument as Argument
+from .operations import Operation as Operation
+from .registry import TOOL_UNAVAILABLE as TOOL_UNAVAILABLE
+from .registry import EntityRegistry as EntityRegistry
+from .tools import LIST_KEYS as LIST_KEYS
+from .tools import MAX_DESCRIBED_FIELDS as MAX_DESCRIBED_FIELDS
+from .tools import ArgumentError as ArgumentError
+from .tools import Call as Call
+from .tools import Tool as Tool
+from .tools import build_tools as build_tools
+from .tools import describe_skill as describe_skill
