@@ -39,6 +39,7 @@ if t.TYPE_CHECKING:
     import requests
 
     from .card.signing import SigningKey
+    from .push.tokens import NotificationSigner
 
 PrincipalHook = t.Callable[[], "Principal | str | None"]
 ExtendedCardHook = t.Callable[[Principal], t.Any]
@@ -203,6 +204,7 @@ class A2A:
             refresh=settings.replica_poll_interval,
             secrets=secrets,
             metrics=recorder(settings.metrics),
+            signer=_notification_signer(self._signing_keys, settings),
         )
         registry = EntityRegistry(self._entities, app, self._entity_gate)
         skills = list(self._skills)
@@ -501,3 +503,14 @@ def _blueprint(settings: Settings, cards: CardPublisher) -> Blueprint:
     if settings.metrics_path:
         bp.add_url_rule(settings.metrics_path, "metrics", metrics_view, methods=["GET"])
     return bp
+
+
+def _notification_signer(
+    keys: t.Sequence[SigningKey], settings: Settings
+) -> NotificationSigner | None:
+    """With signing keys, every push notification is signed with the newest (push/tokens.py)."""
+    if not keys or settings.disable_push_notifications:
+        return None
+    from .push.tokens import NotificationSigner
+
+    return NotificationSigner(keys, settings.public_base_url)

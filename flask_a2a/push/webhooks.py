@@ -41,6 +41,9 @@ from ..store.base import Store, TaskRecord
 from . import ssrf
 from .secrets import PushSecrets
 
+if t.TYPE_CHECKING:
+    from .tokens import NotificationSigner
+
 log = logging.getLogger("flask_a2a")
 
 MAX_IN_FLIGHT: t.Final = 16
@@ -66,6 +69,9 @@ class _Job:
     body: bytes
     #: The trace context that queued it (the delivery's span is its child).
     trace: t.Any = None
+    #: The notification's id, the ``jti`` of its signed token (made when it is first signed:
+    #: one attempt per job in process; a queued notification carries its own across retries).
+    jti: str = ""
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -304,6 +310,7 @@ class PushSender:
     :param resolver: ``resolver(host) -> [address, ...]`` for both checks (a test seam).
     :param secrets: seals a config's token and credentials before each store write and opens
         them after each read (``push_secrets``); None: the store keeps them as given.
+    :param signer: signs each notification (``push/tokens.py``); None: unsigned.
     """
 
     def __init__(
@@ -319,8 +326,10 @@ class PushSender:
         refresh: float = 1.0,
         secrets: PushSecrets | None = None,
         metrics: Recorder = NOOP,
+        signer: NotificationSigner | None = None,
     ) -> None:
         self.store = store
+        self.signer = signer
         self.metrics = metrics
         self.secrets = secrets
         #: How long a task's config list read for one event serves the next ones.
@@ -434,7 +443,11 @@ class PushSender:
         config = job.config
         extra = fields(config.task_id)
         try:
-            response = self.client.post(config.url, job.body, _headers(config), self.timeout)
+            headers = _headers(config)
+            if self.signer is not None:
+                jti = job.jti or new_id()
+                self.signer.add_to(headers, config.url, config.task_id, jti, job.body)
+            response = self.client.post(config.url, job.body, headers, self.timeout)
         except requests.RequestException as exc:
             log.warning(
                 "a2a: push delivery failed: task %s config %s: %s",
