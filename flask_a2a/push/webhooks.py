@@ -42,6 +42,7 @@ from . import ssrf
 from .secrets import PushSecrets
 
 if t.TYPE_CHECKING:
+    from .queue import PushQueue
     from .tokens import NotificationSigner
 
 log = logging.getLogger("flask_a2a")
@@ -311,6 +312,8 @@ class PushSender:
     :param secrets: seals a config's token and credentials before each store write and opens
         them after each read (``push_secrets``); None: the store keeps them as given.
     :param signer: signs each notification (``push/tokens.py``); None: unsigned.
+    :param queue: hands each notification to a job queue (``push/queue.py``) instead of
+        posting it here; None: one attempt, in process.
     """
 
     def __init__(
@@ -327,9 +330,11 @@ class PushSender:
         secrets: PushSecrets | None = None,
         metrics: Recorder = NOOP,
         signer: NotificationSigner | None = None,
+        queue: PushQueue | None = None,
     ) -> None:
         self.store = store
         self.signer = signer
+        self.queue = queue
         self.metrics = metrics
         self.secrets = secrets
         #: How long a task's config list read for one event serves the next ones.
@@ -342,7 +347,14 @@ class PushSender:
         self.max_configs_per_task = max_configs_per_task
         self.policy = ssrf.AddressPolicy(resolver, allow_private)
         self.client = ssrf.build_client(client, self.policy)
-        self.dispatcher = Dispatcher(self._send, spawn)
+        if queue is None:
+            self.dispatcher = Dispatcher(self._send, spawn)
+        else:  # a hand-off is one short Redis call: the bounds are wider (push/queue.py)
+            from .queue import HANDOFF_PER_OWNER, HANDOFF_WAITING
+
+            self.dispatcher = Dispatcher(
+                self._hand_off, spawn, max_waiting=HANDOFF_WAITING, per_owner=HANDOFF_PER_OWNER
+            )
         self.dispatcher.drops.metrics = metrics
 
     # -- configs
@@ -427,18 +439,39 @@ class PushSender:
         opened = (self.secrets.readable(config) for config in configs)
         return [config for config in opened if config is not None]
 
+    def _hand_off(self, job: _Job) -> None:
+        """Queue mode: append to the config's queue lane; in process while Redis is down."""
+        queue = self.queue
+        assert queue is not None
+        if queue.usable():
+            try:
+                queue.offer(job)
+                return
+            except Exception as exc:  # redis errors, a broken RQ: never the task's problem
+                queue.unreachable(exc)
+        self._send(job)
+
     def _send(self, job: _Job) -> None:
-        """One POST in its span (the receiver's host, the status); counted sent or failed."""
+        """One attempt, in process."""
+        self.attempt(job)
+
+    def attempt(self, job: _Job) -> tuple[bool, str]:
+        """One POST in its span (the receiver's host, the status); counted sent or failed.
+
+        Returns whether the receiver took it, and what went wrong when not (a queue worker
+        calls it too: the same guard, headers and signature as in process).
+        """
         config = job.config
         try:
             host = urlsplit(config.url).hostname or ""
         except ValueError:
             host = ""
         with telemetry.push_span(job.trace, host, config.task_id) as span:
-            ok = self._post(job, span)
+            ok, detail = self._post(job, span)
         self.metrics.push_sent(ok)
+        return ok, detail
 
-    def _post(self, job: _Job, span: telemetry.SpanLike) -> bool:
+    def _post(self, job: _Job, span: telemetry.SpanLike) -> tuple[bool, str]:
         """One POST; every outcome is logged at most once and nothing escapes."""
         config = job.config
         extra = fields(config.task_id)
@@ -454,10 +487,10 @@ class PushSender:
                 config.task_id, scrub(config.id), scrub(exc), extra=extra,
             )
             span.set_attribute("error.type", type(exc).__name__)
-            return False
+            return False, str(exc)
         except Exception as exc:
             log.error("a2a: push delivery panicked: %s", scrub(repr(exc)), extra=extra)
-            return False
+            return False, repr(exc)
         try:
             status = int(response.status_code)
             span.set_attribute("http.response.status_code", status)
@@ -466,11 +499,11 @@ class PushSender:
                     "a2a: push delivery got HTTP %d: task %s config %s",
                     status, config.task_id, scrub(config.id), extra=extra,
                 )
-                return False
-            return True
+                return False, f"HTTP {status}"
+            return True, ""
         except Exception as exc:
             log.error("a2a: push delivery panicked: %s", scrub(repr(exc)), extra=extra)
-            return False
+            return False, repr(exc)
         finally:
             close = getattr(response, "close", None)
             if callable(close):
