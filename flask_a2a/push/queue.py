@@ -209,7 +209,7 @@ class PushQueue:
         self.timeout = timeout
         self.secrets = secrets
         self.metrics = metrics
-        self.jobs: Jobs = jobs or RQJobs(connection, name, self.lease_seconds(0))
+        self._jobs = jobs
         self._offer = connection.register_script(_OFFER)
         self._release = connection.register_script(_RELEASE)
         self._take_all = connection.register_script(_TAKE_ALL)
@@ -226,6 +226,9 @@ class PushQueue:
             import redis
             from redis.backoff import NoBackoff
             from redis.retry import Retry
+
+            if options.get("jobs") is None:
+                import rq  # noqa: F401 -- the default jobs: fail at startup, not at a hand-off
         except ImportError:
             raise RuntimeError(f"A2A_PUSH_QUEUE needs Redis and RQ: {EXTRA_HINT}") from None
         connection = redis.Redis.from_url(
@@ -233,6 +236,17 @@ class PushQueue:
             retry=Retry(NoBackoff(), 0),
         )
         return cls(connection, url=url, **options)
+
+    @property
+    def jobs(self) -> Jobs:
+        """Where lane jobs run: RQ on this Redis unless another ``Jobs`` was given."""
+        if self._jobs is None:
+            self._jobs = RQJobs(self.redis, self.name, self.lease_seconds(0))
+        return self._jobs
+
+    @jobs.setter
+    def jobs(self, jobs: Jobs) -> None:
+        self._jobs = jobs
 
     def key(self, kind: str, name: str) -> str:
         return f"{self.base}{kind}:{name}"
