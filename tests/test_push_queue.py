@@ -23,11 +23,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from flask import Flask
 
 from flask_a2a import Part, Skill, TaskContext
+from flask_a2a.card.signing import SigningKey, b64url_decode
 from flask_a2a.config import ConfigError
-from flask_a2a.push.queue import PushQueue, RetryPolicy
+from flask_a2a.ops.metrics import Recorder
+from flask_a2a.push import NotificationVerifier, ReplayedNotification
+from flask_a2a.push.queue import PushQueue, RetryPolicy, lane_id
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import wait_for
 from tests.live_server import free_port
@@ -142,15 +147,25 @@ def timeline(hits: list[Hit]) -> list[tuple[float, int, str]]:
     return [(round(hit.at - start, 3), hit.status, kind(hit)) for hit in hits]
 
 
+def signing_key() -> tuple[SigningKey, str]:
+    private = ec.generate_private_key(ec.SECP256R1())
+    pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    return SigningKey("push-test", private), pem
+
+
 def test_receiver_down_for_three_attempts_gets_every_notification_once_in_order(
     make_app: t.Callable[..., Flask], webhook: Webhook, redis_keys: list[str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    settings = queue_settings()
-    app = make_app(skills=[CHUNKS], config=settings)
+    settings = queue_settings(A2A_PUBLIC_BASE_URL="https://agent.example")
+    key, pem = signing_key()
+    app = make_app(skills=[CHUNKS], config=settings, signing_keys=[key])
     client = A2ATestClient(app, token="alice")
     webhook.fail_first(3)
-    with worker(settings, redis_keys) as running:
+    with worker(settings, redis_keys, PUSH_TEST_SIGNING_PEM=pem) as running:
         started = time.monotonic()
         task = client.send("go", skill="chunks", configuration={
             "taskPushNotificationConfig": {"url": webhook.url()}})["task"]
@@ -179,6 +194,44 @@ def test_receiver_down_for_three_attempts_gets_every_notification_once_in_order(
     # Waits: attempt n waits within [0.5, 1) x min(0.2, 0.05 x 2^(n-1)), plus the attempt.
     assert 0.025 <= gaps[0] and 0.05 <= gaps[1] and 0.1 <= gaps[2]
     assert "push delivery got HTTP 503" in log
+    # Signed in the worker with the app's key: every attempt at one notification carries the
+    # same jti, so the receiver's verifier takes it once and sees a resend as a replay.
+    verifier = NotificationVerifier([key], audience=webhook.url())
+    tokens = [hit.headers["Authorization"].removeprefix("Bearer ") for hit in hits]
+    assert len({claims(token)["jti"] for token in tokens[:4]}) == 1
+    assert len({claims(token)["jti"] for token in tokens[3:]}) == 5
+    for hit, token in zip(hits[3:], tokens[3:], strict=True):
+        assert verifier.verify_parts(token, hit.body).task_id == task["id"]
+    with pytest.raises(ReplayedNotification):
+        verifier.verify_parts(tokens[3], hits[3].body)
+
+
+def claims(token: str) -> dict[str, t.Any]:
+    return t.cast(dict[str, t.Any], json.loads(b64url_decode(token.split(".")[1])))
+
+
+def test_a_longer_wait_is_scheduled_and_keeps_the_order(
+    make_app: t.Callable[..., Flask], webhook: Webhook, redis_keys: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Waits of 1 s and more go through RQ's scheduler (whole seconds) and free the worker.
+    settings = queue_settings(A2A_PUSH_RETRY_BACKOFF=2.0, A2A_PUSH_RETRY_MAX_DELAY=2.0)
+    app = make_app(skills=[CHUNKS], config=settings)
+    webhook.fail_first(1)
+    with worker(settings, redis_keys) as running:
+        task = A2ATestClient(app, token="alice").send("go", skill="chunks", configuration={
+            "taskPushNotificationConfig": {"url": webhook.url()}})["task"]
+        hits = webhook.wait_for(1 + 5, timeout=30)
+        log = running.log()
+    assert [kind(hit) for hit in hits if hit.status == 200][-1] == "status:TASK_STATE_COMPLETED"
+    assert [hit.body for hit in hits[:2]] == [hits[0].body] * 2
+    assert len({hit.body for hit in hits[1:]}) == 5 and task["id"] in hits[-1].body.decode()
+    wait = hits[1].at - hits[0].at
+    with capsys.disabled():
+        print(f"\nscheduled retry timeline (s, status, event): {timeline(hits)}")
+    assert wait >= 1.0  # the jittered 1..2 s, never early (RQ's scheduler polls each second)
+    # Two jobs started: the first, and the one the scheduler queued for later.
+    assert log.count(": flask_a2a.push.queue.run_lane(") == 2
 
 
 def test_push_status_shows_the_owner_what_happened(
@@ -326,3 +379,50 @@ def test_backoff_is_doubling_with_equal_jitter_and_capped() -> None:
     assert [policy.delay(n, lambda: 0.0) for n in range(1, 6)] == [0.5, 1.0, 2.0, 2.5, 2.5]
     assert [policy.delay(n, lambda: 1.0) for n in range(1, 6)] == [1.0, 2.0, 4.0, 5.0, 5.0]
     assert policy.window() == 1 + 2 + 4 + 5 + 5
+
+
+class Counting(Recorder):
+    """Records what the queue counts (the worker's metrics, observed in this process)."""
+
+    def __init__(self) -> None:
+        self.sent: list[bool] = []
+        self.outcomes: list[str] = []
+
+    def push_sent(self, ok: bool) -> None:
+        self.sent.append(ok)
+
+    def push_outcome(self, outcome: str) -> None:
+        self.outcomes.append(outcome)
+
+
+class Deferred:
+    """The jobs seam: remembers the lane jobs instead of running them (the test drains)."""
+
+    def __init__(self) -> None:
+        self.submitted: list[tuple[str, float]] = []
+
+    def submit(self, lane: str, delay: float = 0.0) -> None:
+        self.submitted.append((lane, delay))
+
+
+def test_outcomes_are_counted_as_metrics(
+    make_app: t.Callable[..., Flask], webhook: Webhook, redis_keys: list[str]
+) -> None:
+    settings = queue_settings(A2A_PUSH_RETRY_ATTEMPTS=2)
+    redis_keys.extend([settings["A2A_REDIS_PREFIX"], settings["A2A_PUSH_QUEUE"]])
+    app = make_app(config=settings)
+    push = app.extensions["a2a"].exchange.push
+    queue, jobs, counting = queue_of(app), Deferred(), Counting()
+    queue.jobs, queue.metrics, push.metrics = jobs, counting, counting
+    webhook.fail_first(3)
+    task = A2ATestClient(app, token="alice").send("hi", configuration={
+        "taskPushNotificationConfig": {"id": "c", "url": webhook.url()}})["task"]
+    lane = lane_id(task["id"], "c")
+    assert wait_for(lambda: queue.redis.llen(queue.key("lane", lane)) == 3)
+    assert jobs.submitted == [(lane, 0.0)]  # one job for the lane, however many wait in it
+    queue.drain(lane, push)
+    # 1st: failed twice, given up; 2nd: failed, then sent; 3rd: sent.
+    assert counting.sent == [False, False, False, True, True]
+    assert counting.outcomes == ["retried", "given_up", "retried"]
+    assert [hit.status for hit in webhook.hits] == [503, 503, 503, 200, 200]
+    assert queue.redis.exists(queue.key("busy", lane)) == 0  # the lane was released

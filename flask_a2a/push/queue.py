@@ -123,10 +123,11 @@ class RQJobs:
         }
         if delay <= 0:
             self.queue.enqueue(run_lane, self.queue.name, lane, **options)
-        else:  # whole seconds, never early
-            self.queue.enqueue_in(
-                datetime.timedelta(seconds=math.ceil(delay)), run_lane, self.queue.name, lane,
-                **options,
+        else:  # RQ keeps whole seconds (floored): round the due time up, never early
+            due = math.ceil(time.time() + delay)
+            self.queue.enqueue_at(
+                datetime.datetime.fromtimestamp(due, datetime.UTC), run_lane,
+                self.queue.name, lane, **options,
             )
 
 
