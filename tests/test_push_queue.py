@@ -401,8 +401,8 @@ class Deferred:
     def __init__(self) -> None:
         self.submitted: list[tuple[str, float]] = []
 
-    def submit(self, lane: str, delay: float = 0.0) -> None:
-        self.submitted.append((lane, delay))
+    def submit(self, lane_job: str, delay: float = 0.0) -> None:
+        self.submitted.append((lane_job, delay))
 
 
 def test_outcomes_are_counted_as_metrics(
@@ -419,8 +419,12 @@ def test_outcomes_are_counted_as_metrics(
         "taskPushNotificationConfig": {"id": "c", "url": webhook.url()}})["task"]
     lane = lane_id(task["id"], "c")
     assert wait_for(lambda: queue.redis.llen(queue.key("lane", lane)) == 3)
-    assert jobs.submitted == [(lane, 0.0)]  # one job for the lane, however many wait in it
-    queue.drain(lane, push)
+    (submitted,) = jobs.submitted  # one job for the lane, however many wait in it
+    assert submitted[0].startswith(lane + ":") and submitted[1] == 0.0
+    stale = f"{lane}:a-job-whose-lease-lapsed"
+    queue.drain(stale, push)  # a newer job holds the lane: this one stops at once
+    assert webhook.hits == []
+    queue.drain(submitted[0], push)
     # 1st: failed twice, given up; 2nd: failed, then sent; 3rd: sent.
     assert counting.sent == [False, False, False, True, True]
     assert counting.outcomes == ["retried", "given_up", "retried"]

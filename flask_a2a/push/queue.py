@@ -71,9 +71,9 @@ OUTAGE_RETRY: t.Final = 5.0
 MAX_PER_JOB: t.Final = 64
 EXTRA_HINT: t.Final = "pip install 'flask-a2a[redis]' rq"
 
-#: KEYS: lane, last, busy, paused. ARGV: version, payload, max lane, lease ms, ttl s.
-#: Returns 1 (queued; start a job), 0 (queued behind a running job), -1 paused, -2 stale,
-#: -3 lane full.
+#: KEYS: lane, last, busy, paused. ARGV: version, payload, max lane, lease ms, ttl s, token.
+#: Returns 1 (queued; start a job holding ``token``), 0 (queued behind the lane's job),
+#: -1 paused, -2 stale, -3 lane full.
 _OFFER: t.Final = """
 if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -82,14 +82,25 @@ if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[3]) then return -3 end
 redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[5])
 redis.call('RPUSH', KEYS[1], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[5])
-if redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[4]) then return 1 end
+if redis.call('SET', KEYS[3], ARGV[6], 'NX', 'PX', ARGV[4]) then return 1 end
 return 0
 """
 
-#: KEYS: lane, busy. Releases the lease when the lane is empty: 1 released, 0 not empty.
+#: KEYS: busy. ARGV: token, lease ms. The job holding ``token`` keeps the lane (1); a job whose
+#: lease was taken over by a newer one stops (0).
+_HOLD: t.Final = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+#: KEYS: lane, busy. ARGV: token. Releases the lease when the lane is empty: 1 released (or
+#: not ours any more), 0 not empty.
 _RELEASE: t.Final = """
-if redis.call('LLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) return 1 end
-return 0
+if redis.call('LLEN', KEYS[1]) ~= 0 then return 0 end
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+return 1
 """
 
 #: KEYS: lane. Empties the lane; returns what it held.
@@ -101,9 +112,10 @@ return items
 
 
 class Jobs(t.Protocol):
-    """Runs ``drain_lane`` for a lane, now or after ``delay`` seconds (RQ, Celery, ...)."""
+    """Makes ``PushQueue.drain(lane_job, sender)`` run in a worker, now or after ``delay``
+    seconds (RQ, Celery, ...); ``lane_job`` is an opaque string (the lane and its lease)."""
 
-    def submit(self, lane: str, delay: float = 0.0) -> None: ...
+    def submit(self, lane_job: str, delay: float = 0.0) -> None: ...
 
 
 class RQJobs:
@@ -115,23 +127,23 @@ class RQJobs:
         self.queue = Queue(name, connection=connection)
         self.job_timeout = job_timeout
 
-    def submit(self, lane: str, delay: float = 0.0) -> None:
+    def submit(self, lane_job: str, delay: float = 0.0) -> None:
         options: dict[str, t.Any] = {
             "job_timeout": int(math.ceil(self.job_timeout)),
             "result_ttl": 0,
             "failure_ttl": KEY_TTL,
         }
         if delay <= 0:
-            self.queue.enqueue(run_lane, self.queue.name, lane, **options)
+            self.queue.enqueue(run_lane, self.queue.name, lane_job, **options)
         else:  # RQ keeps whole seconds (floored): round the due time up, never early
             due = math.ceil(time.time() + delay)
             self.queue.enqueue_at(
                 datetime.datetime.fromtimestamp(due, datetime.UTC), run_lane,
-                self.queue.name, lane, **options,
+                self.queue.name, lane_job, **options,
             )
 
 
-def run_lane(queue_name: str, lane: str) -> None:
+def run_lane(queue_name: str, lane_job: str) -> None:
     """The RQ job: drain one lane with the current app's push sender (the worker runs in the
     app's context: ``flask a2a push-worker``)."""
     from flask import current_app
@@ -144,7 +156,7 @@ def run_lane(queue_name: str, lane: str) -> None:
             f"push lane job for queue {queue_name!r}: this app's A2A_PUSH_QUEUE is "
             f"{getattr(queue, 'name', None)!r} (run the worker with: flask a2a push-worker)"
         )
-    queue.drain(lane, push)
+    queue.drain(lane_job, push)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,6 +225,7 @@ class PushQueue:
         self._jobs = jobs
         self._offer = connection.register_script(_OFFER)
         self._release = connection.register_script(_RELEASE)
+        self._hold = connection.register_script(_HOLD)
         self._take_all = connection.register_script(_TAKE_ALL)
         self._state = threading.Lock()
         self._down_until = 0.0
@@ -298,12 +311,13 @@ class PushQueue:
             "attempts": 0,
         }, separators=(",", ":"))
         keys = [self.key(kind, lane) for kind in ("lane", "last", "busy", "paused")]
+        token = new_id()
         found = int(self._offer(keys, [job.version, payload, MAX_LANE,
-                                       int(self.lease_seconds(0) * 1000), KEY_TTL]))
+                                       int(self.lease_seconds(0) * 1000), KEY_TTL, token]))
         self._answered()
         if found == 1:
             try:
-                self.jobs.submit(lane)
+                self.jobs.submit(f"{lane}:{token}")
             except Exception:
                 self.redis.delete(self.key("busy", lane))  # the next notification restarts it
                 raise
@@ -320,34 +334,39 @@ class PushQueue:
 
     # ------------------------------------------------------------------ the worker's side
 
-    def drain(self, lane: str, sender: PushSender) -> None:
-        """Deliver a lane's notifications in order until it is empty, waits, or pauses."""
+    def drain(self, lane_job: str, sender: PushSender) -> None:
+        """Deliver a lane's notifications in order until it is empty, waits, or pauses.
+
+        ``lane_job`` is ``<lane>:<token>``: the token the lane's lease was given to. A job whose
+        lease lapsed (it waited in the queue too long) and was given to a newer job stops, so
+        one job at a time delivers a lane.
+        """
+        lane, _, token = lane_job.partition(":")
         keys = {kind: self.key(kind, lane) for kind in ("lane", "busy", "fails", "paused")}
         for _ in range(MAX_PER_JOB):
-            self.redis.pexpire(keys["busy"], int(self.lease_seconds(0) * 1000))
+            if not int(self._hold([keys["busy"]], [token, int(self.lease_seconds(0) * 1000)])):
+                return
             raw = self.redis.lindex(keys["lane"], 0)
             if raw is None:
-                if int(self._release([keys["lane"], keys["busy"]])):
+                if int(self._release([keys["lane"], keys["busy"]], [token])):
                     return
                 continue
             if self.redis.exists(keys["paused"]):
-                self._give_up_lane(keys, "paused")
+                self._give_up_lane(keys, token)
                 return
-            note = json.loads(raw)
-            wait = self._attempt(keys, note, sender)
+            wait = self._attempt(keys, token, json.loads(raw), sender)
             if wait is None:
                 continue
+            self._hold([keys["busy"]], [token, int(self.lease_seconds(wait) * 1000)])
             if wait < INLINE_WAIT_LIMIT:
-                self.redis.pexpire(keys["busy"], int(self.lease_seconds(wait) * 1000))
                 threading.Event().wait(wait)
                 continue
-            self.redis.pexpire(keys["busy"], int(self.lease_seconds(wait) * 1000))
-            self.jobs.submit(lane, wait)
+            self.jobs.submit(lane_job, wait)
             return
-        self.jobs.submit(lane)  # more to do: let other lanes have a turn first
+        self.jobs.submit(lane_job)  # more to do: let other lanes have a turn first
 
     def _attempt(
-        self, keys: dict[str, str], note: dict[str, t.Any], sender: PushSender
+        self, keys: dict[str, str], token: str, note: dict[str, t.Any], sender: PushSender
     ) -> float | None:
         """One attempt at the lane's head; the wait before the next try, or None to go on."""
         from .webhooks import _Job
@@ -380,7 +399,7 @@ class PushQueue:
                 extra=fields(task_id),
             )
             self._record(task_id, config_id, url, "paused", detail, attempt)
-            self._give_up_lane(keys, "paused")
+            self._give_up_lane(keys, token)
             return None
         if attempt >= self.policy.attempts:
             self.redis.lpop(keys["lane"])
@@ -400,13 +419,13 @@ class PushQueue:
             attempt, task_id, scrub(config_id), scrub(detail), extra=fields(task_id),
         )
 
-    def _give_up_lane(self, keys: dict[str, str], why: str) -> None:
+    def _give_up_lane(self, keys: dict[str, str], token: str) -> None:
         """Give up everything a paused config's lane holds (counted), and release it."""
         for raw in self._take_all([keys["lane"]]):
             config = json.loads(raw)["config"]
             self.metrics.push_outcome("given_up")
-            self._record(config["taskId"], config["id"], config["url"], "given_up", why)
-        self._release([keys["lane"], keys["busy"]])
+            self._record(config["taskId"], config["id"], config["url"], "given_up", "paused")
+        self._release([keys["lane"], keys["busy"]], [token])
 
     # ------------------------------------------------------------------ status
 
