@@ -69,7 +69,7 @@ KEY_TTL: t.Final = 7 * 86400
 OUTAGE_RETRY: t.Final = 5.0
 #: Notifications one job delivers before it queues the lane again (fair to other lanes).
 MAX_PER_JOB: t.Final = 64
-EXTRA_HINT: t.Final = "pip install 'flask-a2a[redis]' rq"
+EXTRA_HINT: t.Final = "pip install 'flask-a2a[push-queue]'"
 
 #: KEYS: lane, last, busy, paused. ARGV: version, payload, max lane, lease ms, ttl s, token.
 #: Returns 1 (queued; start a job holding ``token``), 0 (queued behind the lane's job),
