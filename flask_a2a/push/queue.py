@@ -67,8 +67,10 @@ MAX_LANE: t.Final = 256
 KEY_TTL: t.Final = 7 * 86400
 #: Seconds handing over is skipped after Redis failed to answer (delivered in process).
 OUTAGE_RETRY: t.Final = 5.0
-#: Notifications one job delivers before it queues the lane again (fair to other lanes).
+#: Notifications one job delivers, and seconds it spends, before it queues the lane again
+#: (fair to other lanes, and well inside the job's timeout).
 MAX_PER_JOB: t.Final = 64
+JOB_BUDGET: t.Final = 60.0
 EXTRA_HINT: t.Final = "pip install 'flask-a2a[push-queue]'"
 
 #: KEYS: lane, last, busy, paused. ARGV: version, payload, max lane, lease ms, ttl s, token.
@@ -255,7 +257,8 @@ class PushQueue:
     def jobs(self) -> Jobs:
         """Where lane jobs run: RQ on this Redis unless another ``Jobs`` was given."""
         if self._jobs is None:
-            self._jobs = RQJobs(self.redis, self.name, self.lease_seconds(0))
+            # A job stops starting attempts after JOB_BUDGET; the last one and its wait finish.
+            self._jobs = RQJobs(self.redis, self.name, JOB_BUDGET + self.lease_seconds(1.0))
         return self._jobs
 
     @jobs.setter
@@ -343,7 +346,10 @@ class PushQueue:
         """
         lane, _, token = lane_job.partition(":")
         keys = {kind: self.key(kind, lane) for kind in ("lane", "busy", "fails", "paused")}
+        stop_at = time.monotonic() + JOB_BUDGET
         for _ in range(MAX_PER_JOB):
+            if time.monotonic() >= stop_at:
+                break
             if not int(self._hold([keys["busy"]], [token, int(self.lease_seconds(0) * 1000)])):
                 return
             raw = self.redis.lindex(keys["lane"], 0)
@@ -363,7 +369,7 @@ class PushQueue:
                 continue
             self.jobs.submit(lane_job, wait)
             return
-        self.jobs.submit(lane_job)  # more to do: let other lanes have a turn first
+        self.jobs.submit(lane_job)  # more to do: other lanes have a turn first, then this one
 
     def _attempt(
         self, keys: dict[str, str], token: str, note: dict[str, t.Any], sender: PushSender

@@ -443,6 +443,8 @@ class PushSender:
         """Queue mode: append to the config's queue lane; in process while Redis is down."""
         queue = self.queue
         assert queue is not None
+        # One id for the notification, whichever way it goes (a receiver dedupes on it).
+        job = dataclasses.replace(job, jti=job.jti or new_id())
         if queue.usable():
             try:
                 queue.offer(job)
