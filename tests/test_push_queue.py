@@ -36,6 +36,7 @@ from flask_a2a.push.queue import PushQueue, RetryPolicy, lane_id
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import wait_for
 from tests.live_server import free_port
+from tests.test_push_delivery import kind
 from tests.test_rq_recipe import REDIS_URL, redis_answers
 from tests.test_ssrf import Rebinding
 from tests.webhook import Hit, Webhook
@@ -130,16 +131,6 @@ def chunks(task: TaskContext) -> None:
 
 
 CHUNKS = Skill(id="chunks", name="Chunks", description="Two chunks.", handler=chunks)
-
-
-def kind(hit: Hit) -> str:
-    body = hit.json
-    (key,) = body.keys()
-    if key == "statusUpdate":
-        return "status:" + body[key]["status"]["state"]
-    if key == "task":
-        return "task:" + body[key]["status"]["state"]
-    return key
 
 
 def timeline(hits: list[Hit]) -> list[tuple[float, int, str]]:

@@ -23,6 +23,7 @@ from flask_a2a.push import NotificationRejected, NotificationVerifier, ReplayedN
 from flask_a2a.push.tokens import JWT_HEADER, TOKEN_LIFETIME, NotificationSigner
 from flask_a2a.testing import A2ATestClient
 from tests.live_server import werkzeug_server
+from tests.test_push_delivery import Clock
 from tests.test_signing import ec_key, rsa_key
 
 BASE_URL = "https://agent.example"
@@ -233,14 +234,6 @@ def test_unsigned_without_keys(make_app: t.Callable[..., Flask], receiver: Recei
 # ------------------------------------------------------------------ the verifier, unit
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Posted:
     def __init__(self, headers: dict[str, str], body: bytes) -> None:
         self.headers, self.body = headers, body
@@ -254,7 +247,10 @@ def signed(signer: NotificationSigner, url: str, body: bytes, jti: str = "n1") -
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    """A clock the test moves by hand, at an epoch time (the tokens' iat and exp read it)."""
+    epoch = Clock()
+    epoch.now = 1_800_000_000.0
+    return epoch
 
 
 def verifier(key: SigningKey, clock: Clock, **options: t.Any) -> NotificationVerifier:
