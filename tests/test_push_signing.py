@@ -317,3 +317,38 @@ def test_verify_notification_in_a_flask_view_with_keys_given(clock: Clock) -> No
     wrong = client.post("/a2a", data=body, headers={**again.headers,
                                                    "X-A2A-Notification-Token": "nope"})
     assert (wrong.status_code, wrong.json) == (401, {"error": "token"})
+
+
+def test_a_jwks_outage_keeps_the_cached_keys_and_does_not_hammer(clock: Clock) -> None:
+    from flask_a2a.push.verify import MIN_REFETCH, JWKSCache
+
+    key = ec_key("k")
+
+    class Flaky:
+        """A session whose JWKS answers once (max-age=0), then fails."""
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def get(self, url: str, timeout: float) -> requests.Response:
+            self.calls += 1
+            if self.calls > 1:
+                raise requests.ConnectionError("down")
+            response = requests.Response()
+            response.status_code = 200
+            response._content = json.dumps({"keys": [key.jwk()]}).encode()
+            response.headers["Cache-Control"] = "max-age=0"
+            return response
+
+    session = Flaky()
+    monotonic = Clock()
+    cache = JWKSCache("https://agent.example/jwks.json", session=session,  # type: ignore[arg-type]
+                      clock=monotonic)
+    check = NotificationVerifier(cache, audience="https://hooks.example/a2a", clock=clock)
+    signer = NotificationSigner([key], None, clock=clock)
+    for n in range(3):
+        check.verify(signed(signer, "https://hooks.example/a2a", b"{}", f"j{n}"))
+    assert session.calls == 2  # the failed re-fetch is not repeated at every notification
+    monotonic.now += MIN_REFETCH
+    check.verify(signed(signer, "https://hooks.example/a2a", b"{}", "j9"))
+    assert session.calls == 3

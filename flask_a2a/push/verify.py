@@ -143,7 +143,9 @@ class JWKSCache:
         except (requests.RequestException, ValueError, TypeError) as exc:
             if not self._keys:
                 raise NotificationRejected("jwks_unavailable", str(exc)) from None
-            return  # keep serving the keys we have; try again at the next miss or expiry
+            # Keep serving the keys we have; ask again in a while, not at every notification.
+            self._expires = now + MIN_REFETCH
+            return
         self._keys = keys
         self._expires = now + _ttl(response.headers.get("Cache-Control", ""))
 
@@ -283,7 +285,7 @@ class NotificationVerifier:
                 raise NotificationRejected("claims", f"no {name!r} claim")
         if not all(isinstance(claims[n], (int, float)) for n in ("iat", "exp")):
             raise NotificationRejected("claims", "iat and exp must be numbers")
-        if claims["aud"] not in self.audiences:
+        if not isinstance(claims["aud"], str) or claims["aud"] not in self.audiences:
             raise NotificationRejected("audience", f"aud {claims['aud']!r} is not this receiver")
         if self.issuer is not None and claims.get("iss") != self.issuer:
             raise NotificationRejected("issuer", f"iss {claims.get('iss')!r}")
