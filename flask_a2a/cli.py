@@ -418,3 +418,62 @@ def _stream(
             else:
                 click.echo(f"{time.monotonic() - started:7.2f}s  {describe_event(event)}")
         return events.state
+
+
+# ------------------------------------------------------------------ push delivery (queue)
+
+
+def _push_queue() -> t.Any:
+    """The app's push queue (push/queue.py), or a usage error naming the setting."""
+    push = _state().exchange.push
+    queue = push.queue if push is not None else None
+    if queue is None:
+        raise click.UsageError("A2A_PUSH_QUEUE is not set: push notifications go in process")
+    return queue
+
+
+@a2a_cli.command("push-worker")
+@click.option("--burst", is_flag=True, help="Exit once the queue is empty.")
+def push_worker_command(burst: bool) -> None:
+    """Deliver queued push notifications (A2A_PUSH_QUEUE): an RQ worker in the app's context,
+    with RQ's scheduler for the retries it schedules. Run as many as you need."""
+    queue = _push_queue()
+    click.echo(f"push worker on queue {queue.name}")
+    queue.worker().work(burst=burst, with_scheduler=True)
+
+
+@a2a_cli.command("push-status")
+@click.argument("task_id")
+@click.option("--owner", help="Answer only if the task is OWNER's (as an unknown task if not).")
+def push_status_command(task_id: str, owner: str | None) -> None:
+    """How TASK's push notifications fared through the queue: per config, sent, retried,
+    given up, dropped, paused, and the last outcome."""
+    from .push.queue import KEY_TTL
+
+    state = _state()
+    queue = _push_queue()
+    record = state.exchange.store.get_task(task_id)
+    if record is None or (owner is not None and record.owner != owner):
+        raise click.ClickException(f"no task {task_id}" + (f" for {owner}" if owner else ""))
+    click.echo(f"task {task_id}  owner {record.owner}  {_short(record.state)}")
+    found = queue.status(task_id)
+    configs = {c.id: c.url for c in state.exchange.store.list_push_configs(task_id)}
+    if not found and not configs:
+        click.echo("no push configs and no queued deliveries")
+        return
+    rows = [("CONFIG", "URL", "SENT", "RETRIED", "GIVEN UP", "DROPPED", "STATE", "LAST")]
+    for config_id in [*configs, *(c for c in found if c not in configs)]:
+        entry = found.get(config_id, {})
+        last = entry.get("last") or {}
+        url = configs.get(config_id) or last.get("url", "?")
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last["at"])) if last else "-"
+        said = f"{when} {last.get('outcome', '')} {last.get('detail', '')}".strip()
+        paused = entry.get("paused", 0.0)
+        rows.append((
+            config_id, url, str(entry.get("sent", 0)), str(entry.get("retried", 0)),
+            str(entry.get("given_up", 0)), str(entry.get("dropped", 0)),
+            f"paused {paused:.0f}s" if paused else ("-" if not entry else "active"),
+            said,
+        ))
+    click.echo(_table(rows))
+    click.echo(f"(counts kept {KEY_TTL // 86400} days after the last delivery)")

@@ -68,6 +68,13 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_CONSOLE_PATH": None,
     "A2A_CONSOLE_PRINCIPAL": "required",
     "A2A_CONSOLE_ADMIN": (),
+    "A2A_PUSH_QUEUE": None,
+    "A2A_PUSH_QUEUE_URL": None,
+    "A2A_PUSH_RETRY_ATTEMPTS": 6,
+    "A2A_PUSH_RETRY_BACKOFF": 1.0,
+    "A2A_PUSH_RETRY_MAX_DELAY": 60.0,
+    "A2A_PUSH_PAUSE_AFTER": 20,
+    "A2A_PUSH_PAUSE_SECONDS": 600.0,
 }
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
@@ -233,6 +240,20 @@ class Settings:
     console_admin: tuple[str, ...] = ()
     #: The agent's name (``A2A(name=...)``, not a config key): labels its metrics.
     agent: str = "default"
+    #: The RQ queue push notifications are handed to (``push/queue.py``); None = in process.
+    push_queue: str | None = None
+    #: The Redis holding that queue; None = ``redis_url``.
+    push_queue_url: str | None = None
+    #: Attempts per queued notification (the first included) before it is given up.
+    push_retry_attempts: int = 6
+    #: Seconds before a queued notification's first retry; doubled for each next one.
+    push_retry_backoff: float = 1.0
+    #: The longest wait between two attempts.
+    push_retry_max_delay: float = 60.0
+    #: Failed attempts in a row that pause a config (queue mode).
+    push_pause_after: int = 20
+    #: Seconds a paused config stays paused.
+    push_pause_seconds: float = 600.0
 
     @property
     def rest_mount(self) -> str | None:
@@ -311,6 +332,7 @@ class Settings:
         if self.preferred_binding == "HTTP+JSON" and self.rest_mount is None:
             raise ConfigError("A2A_PREFERRED_BINDING is HTTP+JSON but A2A_REST_PATH turns REST off")
         self._validate_console()
+        self._validate_push_queue()
 
     def _validate_console(self) -> None:
         if self.console_principal not in CONSOLE_PRINCIPALS:
@@ -330,6 +352,20 @@ class Settings:
             raise ConfigError(
                 f"A2A_CONSOLE_PATH {self.console_path!r} must differ from A2A_PATH and lie "
                 "outside A2A_REST_PATH"
+            )
+
+    def _validate_push_queue(self) -> None:
+        if self.push_queue and not (self.push_queue_url or self.redis_url):
+            raise ConfigError(
+                "A2A_PUSH_QUEUE needs a Redis: set A2A_PUSH_QUEUE_URL (or A2A_REDIS_URL)"
+            )
+        if self.push_retry_attempts < 1:
+            raise ConfigError("A2A_PUSH_RETRY_ATTEMPTS must be at least 1")
+        if self.push_retry_backoff < 0 or self.push_retry_max_delay < 0:
+            raise ConfigError("A2A_PUSH_RETRY_BACKOFF and A2A_PUSH_RETRY_MAX_DELAY must be >= 0")
+        if self.push_pause_after < 1 or self.push_pause_seconds <= 0:
+            raise ConfigError(
+                "A2A_PUSH_PAUSE_AFTER must be at least 1 and A2A_PUSH_PAUSE_SECONDS positive"
             )
 
 

@@ -51,6 +51,8 @@ if t.TYPE_CHECKING:
     import requests
 
     from .card.signing import SigningKey
+    from .push.queue import PushQueue
+    from .push.tokens import NotificationSigner
 
 PrincipalHook = t.Callable[[], "Principal | str | int | None"]
 ExtendedCardHook = t.Callable[[Principal], t.Any]
@@ -282,6 +284,8 @@ class A2A:
             refresh=settings.replica_poll_interval,
             secrets=secrets,
             metrics=recorder(settings.metrics, settings.agent),
+            signer=_notification_signer(self._signing_keys, settings),
+            queue=_push_queue(settings, secrets),
         )
         entities = EntityRegistry(self._entities, app, self._entity_gate)
         skills = list(self._skills)
@@ -682,3 +686,41 @@ def _blueprint(
     if settings.metrics_path and settings.metrics_path not in taken:
         bp.add_url_rule(settings.metrics_path, "metrics", metrics_view, methods=["GET"])
     return bp
+
+
+def _notification_signer(
+    keys: t.Sequence[SigningKey], settings: Settings
+) -> NotificationSigner | None:
+    """With signing keys, every push notification is signed with the newest (push/tokens.py)."""
+    if not keys or settings.disable_push_notifications:
+        return None
+    from .push.tokens import NotificationSigner
+
+    return NotificationSigner(keys, settings.public_base_url)
+
+
+def _push_queue(settings: Settings, secrets: PushSecrets) -> PushQueue | None:
+    """``A2A_PUSH_QUEUE``: notifications go through RQ lanes on Redis (push/queue.py)."""
+    if not settings.push_queue or settings.disable_push_notifications:
+        return None
+    from .push.queue import PushQueue, RetryPolicy
+
+    url = settings.push_queue_url or settings.redis_url
+    assert url
+    policy = RetryPolicy(
+        attempts=settings.push_retry_attempts,
+        backoff=settings.push_retry_backoff,
+        max_delay=settings.push_retry_max_delay,
+        pause_after=settings.push_pause_after,
+        pause_seconds=settings.push_pause_seconds,
+    )
+    return PushQueue.connect(
+        url,
+        settings.redis_timeout,
+        name=settings.push_queue,
+        prefix=settings.redis_prefix,
+        policy=policy,
+        timeout=settings.push_timeout,
+        secrets=secrets,
+        metrics=recorder(settings.metrics, settings.agent),
+    )

@@ -24,6 +24,9 @@ class Hit:
     path: str
     headers: dict[str, str]
     body: bytes
+    #: When it arrived (monotonic seconds), and the status it was answered with.
+    at: float = 0.0
+    status: int = 0
 
     @property
     def json(self) -> t.Any:
@@ -37,10 +40,11 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length)
         receiver = self.server.receiver
-        hold = receiver.record(Hit("POST", self.path, dict(self.headers.items()), body))
+        hit = Hit("POST", self.path, dict(self.headers.items()), body, time.monotonic())
+        hold = receiver.record(hit)
         if hold is not None:
             hold.wait(HANG_LIMIT)
-        status = receiver.status
+        status = hit.status
         self.send_response(status)
         if 300 <= status < 400:
             self.send_header("Location", f"http://127.0.0.1:{receiver.port}/followed")
@@ -67,6 +71,8 @@ class Webhook:
         self.status = 200
         self._cond = threading.Condition()
         self._gate: threading.Event | None = None
+        self._failing = 0
+        self._failing_status = 503
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.receiver = self
         self.port = int(self._server.server_address[1])
@@ -81,6 +87,11 @@ class Webhook:
     def record(self, hit: Hit) -> threading.Event | None:
         with self._cond:
             self.hits.append(hit)
+            if self._failing > 0:
+                self._failing -= 1
+                hit.status = self._failing_status
+            else:
+                hit.status = self.status
             self._cond.notify_all()
             return self._gate
 
@@ -97,6 +108,11 @@ class Webhook:
 
     def answer(self, status: int) -> None:
         self.status = status
+
+    def fail_first(self, count: int, status: int = 503) -> None:
+        """Answer the next ``count`` requests with ``status`` (a receiver down for a while)."""
+        with self._cond:
+            self._failing, self._failing_status = count, status
 
     def wait_for(self, count: int, timeout: float = 10.0) -> list[Hit]:
         """At least ``count`` hits (fails the test past ``timeout``)."""

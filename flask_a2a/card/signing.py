@@ -177,7 +177,8 @@ def jwks(keys: t.Iterable[SigningKey]) -> dict[str, t.Any]:
     return {"keys": [key.jwk() for key in keys]}
 
 
-def _key_from_jwk(jwk: t.Mapping[str, t.Any]) -> PublicKey:
+def key_from_jwk(jwk: t.Mapping[str, t.Any]) -> PublicKey:
+    """The public key a JWK holds (EC P-256 or RSA); ValueError for any other kind."""
     if jwk.get("kty") == "EC" and jwk.get("crv") == "P-256":
         x = int.from_bytes(b64url_decode(jwk["x"]), "big")
         y = int.from_bytes(b64url_decode(jwk["y"]), "big")
@@ -209,7 +210,9 @@ def sign_card(
     return {**unsigned, "signatures": signatures}
 
 
-def _verify_one(key: PublicKey, alg: str, signing_input: bytes, signature: bytes) -> bool:
+def verify_signature(key: PublicKey, alg: str, signing_input: bytes, signature: bytes) -> bool:
+    """Whether ``signature`` (JWS form) is ``key``'s under ``alg``; an alg that does not fit
+    the key is False (no algorithm confusion)."""
     try:
         if alg == "ES256" and isinstance(key, ec.EllipticCurvePublicKey):
             if len(signature) != 2 * _EC_COORD_BYTES:
@@ -253,9 +256,9 @@ def verify_card(
         if alg not in algorithms or jwk is None or jwk.get("alg", alg) != alg:
             continue
         try:
-            key = _key_from_jwk(jwk)
+            key = key_from_jwk(jwk)
         except (KeyError, ValueError):
             continue
-        if _verify_one(key, alg, f"{protected}.{payload}".encode("ascii"), signature):
+        if verify_signature(key, alg, f"{protected}.{payload}".encode("ascii"), signature):
             return str(kid)
     raise CardSignatureError("no signature on the card verifies")

@@ -60,6 +60,9 @@ class Recorder:
     def push_dropped(self, reason: str) -> None:
         pass
 
+    def push_outcome(self, outcome: str) -> None:
+        """A queued notification's fate beyond one attempt: ``retried`` or ``given_up``."""
+
     def store_call(self, operation: str, seconds: float) -> None:
         pass
 
@@ -157,6 +160,9 @@ class PrometheusRecorder(Recorder):
 
     def push_dropped(self, reason: str) -> None:
         self._child(self.series.push_drops, self.agent, reason).inc()
+
+    def push_outcome(self, outcome: str) -> None:
+        self._child(self.series.push, self.agent, outcome).inc()
 
     def store_call(self, operation: str, seconds: float) -> None:
         self._child(self.series.store_seconds, operation).observe(seconds)

@@ -94,6 +94,14 @@ class PushSecrets:
         """The config as it is stored: its secrets sealed under the newest key (if any)."""
         return self._map(config, self._seal_value)
 
+    def seal_always(self, config: PushConfig) -> PushConfig:
+        """The config sealed under the newest key whatever the store (a queued notification
+        rests in Redis); as given when no key is configured."""
+        if self._fernet is None:
+            return config
+        fernet = self._fernet
+        return self._map(config, lambda value: MARKER + fernet.encrypt(value.encode()).decode())
+
     def open(self, config: PushConfig) -> PushConfig:
         """The config as read back, secrets in plaintext; :class:`UnreadableSecretError` if a
         sealed value does not open."""

@@ -39,7 +39,12 @@ from ..protocol.scrub import scrub
 from ..protocol.wire import task_event_json
 from ..store.base import Store, TaskRecord
 from . import ssrf
+from .notification import Notification
 from .secrets import PushSecrets
+
+if t.TYPE_CHECKING:
+    from .queue import PushQueue
+    from .tokens import NotificationSigner
 
 log = logging.getLogger("flask_a2a")
 
@@ -59,15 +64,6 @@ DROP_REASONS: t.Final = {
 }
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Job:
-    config: PushConfig
-    version: int
-    body: bytes
-    #: The trace context that queued it (the delivery's span is its child).
-    trace: t.Any = None
-
-
 @dataclasses.dataclass(eq=False, slots=True)
 class _Lane:
     """One config's queue: the newest version it accepted, what waits, whether one is sent."""
@@ -77,7 +73,7 @@ class _Lane:
     last_version: int = 0
     running: bool = False
     closing: bool = False
-    queue: collections.deque[_Job] = dataclasses.field(default_factory=collections.deque)
+    queue: collections.deque[Notification] = dataclasses.field(default_factory=collections.deque)
 
 
 @dataclasses.dataclass(slots=True)
@@ -153,7 +149,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        send: t.Callable[[_Job], None],
+        send: t.Callable[[Notification], None],
         spawn: Spawn,
         *,
         max_in_flight: int = MAX_IN_FLIGHT,
@@ -181,7 +177,7 @@ class Dispatcher:
     ) -> None:
         """Queue one event for one config, start it, or drop it (stale or over a bound)."""
         key = (config.task_id, config.id)
-        job = _Job(config, version, body, telemetry.capture())
+        job = Notification(config, version, body, telemetry.capture())
         with self._lock:
             lane = self._lanes.get(key)
             if lane is None:
@@ -229,7 +225,7 @@ class Dispatcher:
         self.in_flight += 1
         self._owner_in_flight[lane.owner] += 1
 
-    def _pop(self, lane: _Lane) -> _Job:
+    def _pop(self, lane: _Lane) -> Notification:
         self.waiting -= 1
         self._owner_waiting[lane.owner] -= 1
         if not self._owner_waiting[lane.owner]:
@@ -249,9 +245,9 @@ class Dispatcher:
         while len(self._closed) > _CLOSED_MEMORY:
             self._closed.popitem(last=False)
 
-    def _work(self, lane: _Lane, job: _Job | None) -> None:
+    def _work(self, lane: _Lane, job: Notification | None) -> None:
         """Send the lane's events in order, then hand the slot to a lane waiting for one."""
-        handoff: list[tuple[_Lane, _Job]] = []
+        handoff: list[tuple[_Lane, Notification]] = []
         while job is not None:
             self._send(job)
             with self._lock:
@@ -269,9 +265,9 @@ class Dispatcher:
         for next_lane, next_job in handoff:
             self._spawn(functools.partial(self._work, next_lane, next_job))
 
-    def _schedule(self) -> list[tuple[_Lane, _Job]]:
+    def _schedule(self) -> list[tuple[_Lane, Notification]]:
         """Start waiting lanes whose owner may run, oldest first (call under the lock)."""
-        started: list[tuple[_Lane, _Job]] = []
+        started: list[tuple[_Lane, Notification]] = []
         for lane in list(self._ready):
             if self.in_flight >= self.max_in_flight:
                 break
@@ -304,6 +300,9 @@ class PushSender:
     :param resolver: ``resolver(host) -> [address, ...]`` for both checks (a test seam).
     :param secrets: seals a config's token and credentials before each store write and opens
         them after each read (``push_secrets``); None: the store keeps them as given.
+    :param signer: signs each notification (``push/tokens.py``); None: unsigned.
+    :param queue: hands each notification to a job queue (``push/queue.py``) instead of
+        posting it here; None: one attempt, in process.
     """
 
     def __init__(
@@ -319,8 +318,12 @@ class PushSender:
         refresh: float = 1.0,
         secrets: PushSecrets | None = None,
         metrics: Recorder = NOOP,
+        signer: NotificationSigner | None = None,
+        queue: PushQueue | None = None,
     ) -> None:
         self.store = store
+        self.signer = signer
+        self.queue = queue
         self.metrics = metrics
         self.secrets = secrets
         #: How long a task's config list read for one event serves the next ones.
@@ -333,7 +336,14 @@ class PushSender:
         self.max_configs_per_task = max_configs_per_task
         self.policy = ssrf.AddressPolicy(resolver, allow_private)
         self.client = ssrf.build_client(client, self.policy)
-        self.dispatcher = Dispatcher(self._send, spawn)
+        if queue is None:
+            self.dispatcher = Dispatcher(self._send, spawn)
+        else:  # a hand-off is one short Redis call: the bounds are wider (push/queue.py)
+            from .queue import HANDOFF_PER_OWNER, HANDOFF_WAITING
+
+            self.dispatcher = Dispatcher(
+                self._hand_off, spawn, max_waiting=HANDOFF_WAITING, per_owner=HANDOFF_PER_OWNER
+            )
         self.dispatcher.drops.metrics = metrics
 
     # -- configs
@@ -418,33 +428,60 @@ class PushSender:
         opened = (self.secrets.readable(config) for config in configs)
         return [config for config in opened if config is not None]
 
-    def _send(self, job: _Job) -> None:
-        """One POST in its span (the receiver's host, the status); counted sent or failed."""
+    def _hand_off(self, job: Notification) -> None:
+        """Queue mode: append to the config's queue lane; in process while Redis is down."""
+        queue = self.queue
+        assert queue is not None
+        # One id for the notification, whichever way it goes (a receiver dedupes on it).
+        job = dataclasses.replace(job, jti=job.jti or new_id())
+        if queue.usable():
+            try:
+                queue.offer(job)
+                return
+            except Exception as exc:  # redis errors, a broken RQ: never the task's problem
+                queue.unreachable(exc)
+        self._send(job)
+
+    def _send(self, job: Notification) -> None:
+        """One attempt, in process."""
+        self.attempt(job)
+
+    def attempt(self, job: Notification) -> tuple[bool, str]:
+        """One POST in its span (the receiver's host, the status); counted sent or failed.
+
+        Returns whether the receiver took it, and what went wrong when not (a queue worker
+        calls it too: the same guard, headers and signature as in process).
+        """
         config = job.config
         try:
             host = urlsplit(config.url).hostname or ""
         except ValueError:
             host = ""
         with telemetry.push_span(job.trace, host, config.task_id) as span:
-            ok = self._post(job, span)
+            ok, detail = self._post(job, span)
         self.metrics.push_sent(ok)
+        return ok, detail
 
-    def _post(self, job: _Job, span: telemetry.SpanLike) -> bool:
+    def _post(self, job: Notification, span: telemetry.SpanLike) -> tuple[bool, str]:
         """One POST; every outcome is logged at most once and nothing escapes."""
         config = job.config
         extra = fields(config.task_id)
         try:
-            response = self.client.post(config.url, job.body, _headers(config), self.timeout)
+            headers = _headers(config)
+            if self.signer is not None:
+                jti = job.jti or new_id()
+                self.signer.add_to(headers, config.url, config.task_id, jti, job.body)
+            response = self.client.post(config.url, job.body, headers, self.timeout)
         except requests.RequestException as exc:
             log.warning(
                 "a2a: push delivery failed: task %s config %s: %s",
                 config.task_id, scrub(config.id), scrub(exc), extra=extra,
             )
             span.set_attribute("error.type", type(exc).__name__)
-            return False
+            return False, str(exc)
         except Exception as exc:
             log.error("a2a: push delivery panicked: %s", scrub(repr(exc)), extra=extra)
-            return False
+            return False, repr(exc)
         try:
             status = int(response.status_code)
             span.set_attribute("http.response.status_code", status)
@@ -453,11 +490,11 @@ class PushSender:
                     "a2a: push delivery got HTTP %d: task %s config %s",
                     status, config.task_id, scrub(config.id), extra=extra,
                 )
-                return False
-            return True
+                return False, f"HTTP {status}"
+            return True, ""
         except Exception as exc:
             log.error("a2a: push delivery panicked: %s", scrub(repr(exc)), extra=extra)
-            return False
+            return False, repr(exc)
         finally:
             close = getattr(response, "close", None)
             if callable(close):
