@@ -26,6 +26,7 @@ from .exchange.replicas import ReplicaWatch, is_shared
 from .exchange.router import Skill
 from .exchange.runner import Runner, default_runner
 from .exchange.tasks import TaskUpdater
+from .logs import show_by_default
 from .ops.metrics import metrics_view, recorder
 from .protocol.extensions import declared_extensions
 from .protocol.model import Principal
@@ -42,6 +43,7 @@ if t.TYPE_CHECKING:
 
 PrincipalHook = t.Callable[[], "Principal | str | None"]
 ExtendedCardHook = t.Callable[[Principal], t.Any]
+OwnerLookup = t.Callable[[str], "str | int | None"]
 
 #: HTTP methods routed to the endpoint so that anything but POST gets a JSON-RPC 405.
 _ALL_METHODS: t.Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -67,6 +69,8 @@ class A2AState:
         self.entities: EntityRegistry | None = None
         #: Seals push secrets at rest (the memory store keeps them as given, in memory).
         self.push_secrets: PushSecrets | None = None
+        #: The host's ``owner_lookup`` (a user name to an owner id, for ``flask a2a``).
+        self.owner_lookup: OwnerLookup | None = None
         #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
         self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
 
@@ -119,6 +123,8 @@ class A2A:
         fails with ``tool unavailable``, and the card lists what an anonymous caller may list.
     :param bus: the event bus; a :class:`flask_a2a.fleet.redis_bus.RedisBus` on ``A2A_REDIS_URL``
         when that is set, else the in-process bus.
+    :param owner_lookup: ``lookup(name) -> owner id | None``, run in the app context: lets an
+        operator name a user (``flask a2a tasks susan``) where owners are ids.
 
     Settings are ``A2A_*`` config keys read once in :meth:`init_app` (docs/configuration.md).
     """
@@ -139,8 +145,10 @@ class A2A:
         entities: t.Iterable[Entity] = (),
         entity_gate: EntityGate | None = None,
         bus: Bus | None = None,
+        owner_lookup: OwnerLookup | None = None,
     ) -> None:
         self._bus = bus
+        self._owner_lookup = owner_lookup
         self._entities = list(entities)
         self._entity_gate = entity_gate
         self._push_client = push_client
@@ -167,6 +175,7 @@ class A2A:
                 "A2A needs principal=: a function returning the caller's Principal (tasks are "
                 "per-user data, there is no anonymous posture)"
             )
+        show_by_default()  # the flask_a2a logger's lines reach an unconfigured operator
         for key, default in DEFAULTS.items():
             app.config.setdefault(key, default)
         settings = Settings.from_config(app.config)
@@ -232,6 +241,7 @@ class A2A:
             exchange.extended_card = state.cards.extended_hook(self._extended_card)
         state.entities = registry
         state.push_secrets = secrets
+        state.owner_lookup = self._owner_lookup
         app.extensions["a2a"] = state
         self._states[app] = state
         app.register_blueprint(_blueprint(settings, state.cards))
