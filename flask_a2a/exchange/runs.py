@@ -509,8 +509,9 @@ class Runs:
                 extra=fields(run.task_id, skill.id),
             )
             failure = str(exc)
-        except TaskNotStored:  # the store's own words are in the log, never in the task
+        except TaskNotStored as exc:  # the store's own words are in the log, never in the task
             failure = INTERNAL_ERROR
+            run.refusal = exc.answer or run.refusal
         except Exception as exc:
             # Its text can hold SQL, paths or tokens: the log gets it, the caller does not.
             log.error(
@@ -541,7 +542,9 @@ class Runs:
             except TaskInterrupted:
                 return
             except Exception as exc:  # TaskNotStored (logged), or a bug
-                if not isinstance(exc, TaskNotStored):
+                if isinstance(exc, TaskNotStored):
+                    run.refusal = exc.answer or run.refusal
+                else:
                     log.error(
                         "a2a: run finalize panicked: %s", scrub(repr(exc)),
                         extra=fields(run.task_id, run.record.skill),

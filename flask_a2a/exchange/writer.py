@@ -14,6 +14,7 @@ import typing as t
 
 from ..ops.log_fields import fields
 from ..protocol.errors import (
+    A2AError,
     TaskNotStored,
     UnencodableDataError,
 )
@@ -52,6 +53,8 @@ def storing(record: TaskRecord | None = None) -> t.Iterator[None]:
         yield
     except (StaleTaskError, UnencodableDataError):
         raise
+    except A2AError as exc:  # the store's refusal for the caller: the store logged why
+        raise TaskNotStored("the task could not be stored", exc) from None
     except Exception as exc:
         extra = fields(record.task.id, record.skill) if record is not None else {}
         log.error("a2a: writing a task failed: %s", scrub(repr(exc)), extra=extra)
