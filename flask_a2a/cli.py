@@ -236,7 +236,8 @@ def erase_user_command(owner: str, yes: bool) -> None:
 @a2a_cli.command("trim")
 @click.argument("owners", nargs=-1)
 def trim_command(owners: tuple[str, ...]) -> None:
-    """Run retention now over every tier of OWNERS (all owners, when the store lists them).
+    """Run retention now over every tier of OWNERS (all owners, when the store lists them);
+    each OWNER as for ``tasks``.
 
     Each tier keeps A2A_TERMINAL_TASK_RETENTION settled tasks and A2A_PAUSED_TASK_RETENTION
     paused ones, exactly as after a settle in it: useful after lowering either bound.
@@ -250,6 +251,8 @@ def trim_command(owners: tuple[str, ...]) -> None:
                 "this store cannot list its owners; name them: flask a2a trim OWNER..."
             )
         owners = tuple(lister())
+    else:
+        owners = tuple(owner_of(state, owner) for owner in owners)
     if settings.terminal_task_retention < 0 and settings.paused_task_retention < 0:
         click.echo("retention is off (both retention bounds are negative): nothing to do")
         return

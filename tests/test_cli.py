@@ -156,6 +156,8 @@ def test_an_owner_lookup_turns_a_user_name_into_its_owner(
     assert task_id in run(app, "tasks", "7").stdout  # an owner id still works as it is
     exported = run(app, "export-user", "susan")
     assert [row["task"]["id"] for row in json.loads(exported.stdout)["tasks"]] == [task_id]
+    trimmed = run(app, "trim", "susan")
+    assert trimmed.exit_code == 0 and trimmed.stdout.startswith("7  tenant=-"), trimmed.output
     erased = run(app, "erase-user", "susan", "--yes")
     assert f"deleted task {task_id}" in erased.stdout and "erased 7: 1 task(s)" in erased.stdout
 
