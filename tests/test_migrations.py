@@ -320,6 +320,10 @@ def test_without_table_creation_missing_tables_fail_clearly_until_migrated(
             client.rpc("ListTasks", {}),
             client.rpc("GetTask", {"id": "nope"}),
         ]  # fmt: skip
+    streamed, events = client.stream(
+        "SendStreamingMessage", {"message": client.message("hi", skill="echo")}
+    )
+    assert streamed.status_code == 200 and events == []  # it ends (it used to hang)
     for answer in refused:  # the caller learns the operator must act, not the table names
         assert answer.code == -32603
         assert "task store has no tables" in answer.error["message"]

@@ -46,7 +46,7 @@ from ..protocol.model import (
 )
 from ..protocol.scrub import scrub, scrub_exception
 from ..store.base import StaleTaskError, Store, TaskRecord
-from .bus import Bus, Subscription
+from .bus import Bus, BusEvent, Subscription
 from .owed import INTERNAL_ERROR, OwedSettles
 from .retention import Retention
 from .router import Skill, route
@@ -590,6 +590,10 @@ class Runs:
                     del self._runs[run.task_id]
             self.slots.release(run.owner)
             run.done.set()
+            if run.record.version == 0 and run.reply is None:
+                # Its task never reached the store (every write failed, logged): a stream
+                # waiting for its first event ends instead of waiting for one that never comes.
+                self.bus.publish(BusEvent.removed(run.task_id, local=True))
             if self.replicas is not None:
                 self.replicas.finished(run)
 
