@@ -53,9 +53,10 @@ def storing(record: TaskRecord | None = None) -> t.Iterator[None]:
         yield
     except (StaleTaskError, UnencodableDataError):
         raise
-    except A2AError as exc:  # the store's refusal for the caller: the store logged why
-        raise TaskNotStored("the task could not be stored", exc) from None
     except Exception as exc:
+        answer = getattr(exc, "answer", None)
+        if isinstance(answer, A2AError):  # the store's refusal for the caller; it logged why
+            raise TaskNotStored("the task could not be stored", answer) from None
         extra = fields(record.task.id, record.skill) if record is not None else {}
         log.error("a2a: writing a task failed: %s", scrub(repr(exc)), extra=extra)
         raise TaskNotStored("the task could not be stored") from None

@@ -61,24 +61,20 @@ _TERMINAL_STATES: t.Final = sorted(s.value for s in TERMINAL_STATES)
 _TERMINAL_LITERALS: t.Final = [sa.literal(state) for state in _TERMINAL_STATES]
 
 
-class MissingTablesError(InternalError, RuntimeError):
+class MissingTablesError(RuntimeError):
     """Table creation is off and the store's tables (or columns) are not there.
 
-    The caller gets -32603 saying the operator must create them; ``str(exc)`` (logged once, at
-    the first call that meets it) names the tables and the fix.
+    ``str(exc)`` (logged once, at the first call that meets it) names the tables and the fix;
+    the caller is answered :attr:`answer`, -32603 saying the operator must create them.
     """
 
-    message = (
-        "Internal error: this server's task store has no tables; its operator must create "
-        "them (see the server log)"
-    )
-
     def __init__(self, detail: str) -> None:
-        super().__init__()
-        self.detail = detail
-
-    def __str__(self) -> str:
-        return self.detail
+        super().__init__(detail)
+        #: What the caller is told (a store error's ``answer``: ``bindings.checks``).
+        self.answer = InternalError(
+            "Internal error: this server's task store has no tables; its operator must "
+            "create them (see the server log)"
+        )
 
 
 def _micros(value: datetime) -> int:
