@@ -45,7 +45,7 @@ def flask_login_principal(owner: t.Callable[[t.Any], Found] = user_id) -> Princi
 
 
 def httpauth_principal(auth: t.Any, owner: t.Callable[[t.Any], Found] = user_id) -> PrincipalHook:
-    """Flask-HTTPAuth (``HTTPTokenAuth``, ``HTTPBasicAuth``, ``HTTPDigestAuth``): runs the
+    """Flask-HTTPAuth (``HTTPTokenAuth``, ``HTTPBasicAuth``; not ``MultiAuth``): runs the
     checks of ``auth.login_required`` (``get_auth``, then your ``verify_token`` /
     ``verify_password`` callback) and, as it does, sets ``auth.current_user()`` for the rest of
     the request. A user the callback refuses (None or False) is refused here."""
