@@ -94,9 +94,28 @@ def _short(state: TaskState) -> str:
 
 
 @a2a_cli.command("card")
-def card_command() -> None:
-    """Print the public agent card (JSON), as the app serves it."""
-    response = current_app.test_client().get(_state().card_path)
+@click.option("--base-url", metavar="URL",
+              help="The public base URL the card's URLs start with (e.g. https://example.com).")
+def card_command(base_url: str | None) -> None:
+    """Print the public agent card (JSON), as the app serves it.
+
+    Outside a request the card's URLs come from A2A_PUBLIC_BASE_URL, else --base-url, else
+    Flask's SERVER_NAME and PREFERRED_URL_SCHEME; with none of them they say
+    http://localhost, and a note on stderr says so.
+    """
+    state = _state()
+    config = current_app.config
+    if base_url is not None and "://" not in base_url:
+        raise click.BadParameter(
+            "a URL with its scheme: https://example.com", param_hint="--base-url"
+        )
+    if not (base_url or state.settings.public_base_url or config.get("SERVER_NAME")):
+        click.echo(
+            "note: neither A2A_PUBLIC_BASE_URL, SERVER_NAME nor --base-url is set: the card's "
+            "URLs below say http://localhost",
+            err=True,
+        )
+    response = current_app.test_client().get(state.card_path, base_url=base_url)
     if response.status_code != 200:
         raise click.ClickException(f"the card route answered HTTP {response.status_code}")
     click.echo(json.dumps(response.get_json(), indent=2, ensure_ascii=False))
@@ -135,13 +154,47 @@ def owner_records(state: A2AState, owner: str) -> list[TaskRecord]:
         cursor = page.next_cursor
 
 
+def owner_of(state: A2AState, name: str) -> str:
+    """The owner id an operator means by NAME: the host's ``owner_lookup(name)`` when it knows
+    NAME (``A2A(owner_lookup=...)``), else NAME itself (owners are what the principal hook
+    returns: often a user id, not a user name)."""
+    lookup = state.owner_lookup
+    if lookup is None:
+        return name
+    found = lookup(name)
+    if found is None or found == "" or isinstance(found, bool):
+        return name
+    owner = str(found)
+    if owner != name:
+        click.echo(f"{name} is owner {owner}", err=True)
+    return owner
+
+
+def _nothing_for(state: A2AState, name: str, owner: str, what: str) -> str:
+    """The line for an owner with nothing stored, saying what an owner is when that may be why."""
+    line = f"{what} for {owner}"
+    if state.owner_lookup is None:
+        return (
+            f"{line} (owners are the ids your principal hook returns, such as a user id, "
+            "not user names; A2A(owner_lookup=...) lets this command take a name)"
+        )
+    if owner == name:
+        return f"{line} (the owner lookup knows no user {name!r})"
+    return line
+
+
 @a2a_cli.command("tasks")
 @click.argument("owner")
 def tasks_command(owner: str) -> None:
-    """List OWNER's tasks in every tier: id, state, skill, status time, tenant, scopes."""
-    records = owner_records(_state(), owner)
+    """List OWNER's tasks in every tier: id, state, skill, status time, tenant, scopes.
+
+    OWNER is an owner id, or a user name the app's ``owner_lookup`` turns into one.
+    """
+    state = _state()
+    name, owner = owner, owner_of(state, owner)
+    records = owner_records(state, owner)
     if not records:
-        click.echo(f"no tasks for {owner}")
+        click.echo(_nothing_for(state, name, owner, "no tasks"))
         return
     rows = [("ID", "STATE", "SKILL", "UPDATED", "TENANT", "SCOPES")]
     for record in records:
@@ -171,8 +224,9 @@ def _extension() -> A2A:
 @a2a_cli.command("export-user")
 @click.argument("owner")
 def export_user_command(owner: str) -> None:
-    """Print every task and push config of OWNER as JSON (data export)."""
-    _state()
+    """Print every task and push config of OWNER as JSON (data export); OWNER as for
+    ``tasks``."""
+    owner = owner_of(_state(), owner)
     data = _extension().export_user_data(owner, app=current_app)
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
@@ -181,13 +235,14 @@ def export_user_command(owner: str) -> None:
 @click.argument("owner")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def erase_user_command(owner: str, yes: bool) -> None:
-    """Delete every task and push config of OWNER; their live runs are cut."""
-    _state()
+    """Delete every task and push config of OWNER (as for ``tasks``); their live runs are cut."""
+    state = _state()
+    name, owner = owner, owner_of(state, owner)
     held = _extension().export_user_data(owner, app=current_app)
     task_ids = [row["task"]["id"] for row in held.get("tasks", ())]
     configs = len(held.get("pushConfigs", ()))
     if not task_ids and not configs:
-        click.echo(f"nothing stored for {owner}")
+        click.echo(_nothing_for(state, name, owner, "nothing stored"))
         return
     if not yes:
         click.confirm(
@@ -208,7 +263,8 @@ def erase_user_command(owner: str, yes: bool) -> None:
 @a2a_cli.command("trim")
 @click.argument("owners", nargs=-1)
 def trim_command(owners: tuple[str, ...]) -> None:
-    """Run retention now over every tier of OWNERS (all owners, when the store lists them).
+    """Run retention now over every tier of OWNERS (all owners, when the store lists them);
+    each OWNER as for ``tasks``.
 
     Each tier keeps A2A_TERMINAL_TASK_RETENTION settled tasks and A2A_PAUSED_TASK_RETENTION
     paused ones, exactly as after a settle in it: useful after lowering either bound.
@@ -222,6 +278,8 @@ def trim_command(owners: tuple[str, ...]) -> None:
                 "this store cannot list its owners; name them: flask a2a trim OWNER..."
             )
         owners = tuple(lister())
+    else:
+        owners = tuple(owner_of(state, owner) for owner in owners)
     if settings.terminal_task_retention < 0 and settings.paused_task_retention < 0:
         click.echo("retention is off (both retention bounds are negative): nothing to do")
         return

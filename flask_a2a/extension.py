@@ -38,6 +38,7 @@ from .exchange.replicas import ReplicaWatch, is_shared
 from .exchange.router import Skill
 from .exchange.runner import Runner, default_runner
 from .exchange.tasks import TaskUpdater
+from .logs import show_by_default
 from .ops.metrics import metrics_view, recorder
 from .protocol.extensions import declared_extensions
 from .protocol.model import Principal
@@ -56,6 +57,7 @@ if t.TYPE_CHECKING:
 
 PrincipalHook = t.Callable[[], "Principal | str | int | None"]
 ExtendedCardHook = t.Callable[[Principal], t.Any]
+OwnerLookup = t.Callable[[str], "str | int | None"]
 
 #: HTTP methods routed to the endpoint so that anything but POST gets a JSON-RPC 405.
 _ALL_METHODS: t.Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -86,6 +88,8 @@ class A2AState:
         self.entities: EntityRegistry | None = None
         #: Seals push secrets at rest (the memory store keeps them as given, in memory).
         self.push_secrets: PushSecrets | None = None
+        #: The host's ``owner_lookup`` (a user name to an owner id, for ``flask a2a``).
+        self.owner_lookup: OwnerLookup | None = None
         #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
         self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
         #: The agent's name (``A2A(name=...)``) and where its card is served.
@@ -165,6 +169,8 @@ class A2A:
 
     A second instance on an app shares the first one's store, run pool and bus unless given
     its own (``store=``, ``runner=``, ``bus=``).
+    :param owner_lookup: ``lookup(name) -> owner id | None``, run in the app context: lets an
+        operator name a user (``flask a2a tasks susan``) where owners are ids.
 
     Settings are ``A2A_*`` config keys read once in :meth:`init_app` (docs/configuration.md).
     """
@@ -190,6 +196,7 @@ class A2A:
         url_prefix: str | None = None,
         config: t.Mapping[str, t.Any] | None = None,
         well_known_card: bool | None = None,
+        owner_lookup: OwnerLookup | None = None,
     ) -> None:
         self._name = check_name(name) if name is not None else DEFAULT_AGENT
         self._prefix = (url_prefix or "").rstrip("/")
@@ -202,6 +209,7 @@ class A2A:
         self._well_known = well_known_card
         self._bus = bus
         self._console_admin = console_admin
+        self._owner_lookup = owner_lookup
         self._entities = list(entities)
         self._entity_gate = entity_gate
         self._push_client = push_client
@@ -232,6 +240,7 @@ class A2A:
                 "A2A needs principal=: a function returning the caller's Principal (tasks are "
                 "per-user data, there is no anonymous posture)"
             )
+        show_by_default()  # the flask_a2a logger's lines reach an unconfigured operator
         for key, default in DEFAULTS.items():
             app.config.setdefault(key, default)
         settings = _mounted(
@@ -325,6 +334,7 @@ class A2A:
         state.push_secrets = secrets
         state.store_handle = store
         state.card_path = card_path
+        state.owner_lookup = self._owner_lookup
         self._states[app] = state
         registry.states[self._name] = state
         _share_bus([s.exchange for s in registry.states.values() if s.exchange.bus is bus])

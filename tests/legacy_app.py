@@ -32,14 +32,14 @@ migrate = Migrate()
 csrf = CSRFProtect()
 
 
-class User(db.Model):  # type: ignore[name-defined,misc]
+class User(db.Model):  # type: ignore[name-defined]
     __tablename__ = "users"
     id = db.Column(db.Integer, primary_key=True)
     name = db.Column(db.String(80), nullable=False)
     api_token = db.Column(db.String(64), unique=True, nullable=False)
 
 
-class Invoice(db.Model):  # type: ignore[name-defined,misc]
+class Invoice(db.Model):  # type: ignore[name-defined]
     __tablename__ = "invoices"
     id = db.Column(db.Integer, primary_key=True)
     owner_id = db.Column(db.Integer, db.ForeignKey("users.id"), index=True, nullable=False)

@@ -56,10 +56,41 @@ ECHO = Skill(id="echo", name="Echo", description="Echo.", handler=echo)
 def test_card_prints_the_served_card(app: Flask) -> None:
     result = run(app, "card")
     assert result.exit_code == 0, result.output
-    card = json.loads(result.output)
+    card = json.loads(result.stdout)
     assert card == app.test_client().get("/.well-known/agent-card.json").get_json()
     assert card["supportedInterfaces"][0]["url"].endswith("/a2a")
     assert [s["id"] for s in card["skills"]] == ["echo"]
+
+
+def card_urls(result: Result) -> list[str]:
+    assert result.exit_code == 0, result.output
+    return [i["url"] for i in json.loads(result.stdout)["supportedInterfaces"]]
+
+
+def test_card_outside_a_request_names_where_its_urls_come_from(
+    make_app: t.Callable[..., Flask]
+) -> None:
+    app = make_app()
+    bare = run(app, "card")  # nothing configured: localhost, and the operator is told
+    assert card_urls(bare) == ["http://localhost/a2a", "http://localhost/a2a/rest"]
+    assert "http://localhost" in bare.stderr and "--base-url" in bare.stderr
+    given = run(app, "card", "--base-url", "https://agents.example.com/")
+    assert card_urls(given) == [
+        "https://agents.example.com/a2a", "https://agents.example.com/a2a/rest"
+    ]
+    assert given.stderr == ""
+    behind = run(app, "card", "--base-url", "https://example.com/tools")  # a mounted prefix
+    assert card_urls(behind)[0] == "https://example.com/tools/a2a"
+    assert run(app, "card", "--base-url", "example.com").exit_code == 2
+
+    named = make_app(config={"SERVER_NAME": "agents.example.org",
+                             "PREFERRED_URL_SCHEME": "https"})
+    assert card_urls(run(named, "card"))[0] == "https://agents.example.org/a2a"
+    assert run(named, "card").stderr == ""
+    public = make_app(config={"A2A_PUBLIC_BASE_URL": "https://public.example.net"})
+    assert card_urls(run(public, "card", "--base-url", "https://other.example"))[0] == (
+        "https://public.example.net/a2a"  # the configured URL is what the card serves
+    )
 
 
 def test_skills_table(make_app: t.Callable[..., Flask]) -> None:
@@ -88,6 +119,49 @@ def test_commands_need_the_extension() -> None:
 # ------------------------------------------------------------------ tasks, export, erase
 
 
+def test_a_user_name_finds_nothing_and_says_owners_are_ids(
+    make_app: t.Callable[..., Flask]
+) -> None:
+    app = make_app(principal=lambda: "7")  # the hook returns current_user.id
+    send(app, "any")
+    assert run(app, "tasks", "7").output.endswith("1 task(s)\n")
+    named = run(app, "tasks", "susan")
+    assert named.exit_code == 0
+    assert named.output.startswith("no tasks for susan (owners are the ids your principal hook")
+    assert "owner_lookup" in named.output
+    assert not json.loads(run(app, "export-user", "susan").stdout).get("tasks")
+
+
+def test_an_owner_lookup_turns_a_user_name_into_its_owner(
+    make_app: t.Callable[..., Flask]
+) -> None:
+    looked_up: list[tuple[str, bool]] = []
+
+    def owner_lookup(name: str) -> int | None:
+        from flask import has_app_context
+
+        looked_up.append((name, has_app_context()))
+        return {"susan": 7, "bob": 8}.get(name)
+
+    app = make_app(principal=lambda: "7", owner_lookup=owner_lookup)
+    task_id = send(app, "any")
+    listed = run(app, "tasks", "susan")
+    assert listed.exit_code == 0, listed.output
+    assert listed.stderr == "susan is owner 7\n"
+    assert task_id in listed.stdout and listed.stdout.endswith("1 task(s)\n")
+    assert looked_up == [("susan", True)]
+    assert "no tasks for 8" in run(app, "tasks", "bob").stdout  # bob has none
+    unknown = run(app, "tasks", "carol")
+    assert "no tasks for carol (the owner lookup knows no user 'carol')" in unknown.output
+    assert task_id in run(app, "tasks", "7").stdout  # an owner id still works as it is
+    exported = run(app, "export-user", "susan")
+    assert [row["task"]["id"] for row in json.loads(exported.stdout)["tasks"]] == [task_id]
+    trimmed = run(app, "trim", "susan")
+    assert trimmed.exit_code == 0 and trimmed.stdout.startswith("7  tenant=-"), trimmed.output
+    erased = run(app, "erase-user", "susan", "--yes")
+    assert f"deleted task {task_id}" in erased.stdout and "erased 7: 1 task(s)" in erased.stdout
+
+
 def test_tasks_lists_every_tier_of_one_owner(make_app: t.Callable[..., Flask]) -> None:
     app = make_app()
     mine = {send(app, token) for token in ("alice", "alice", "alice-read", "alice-t2")}
@@ -103,7 +177,7 @@ def test_tasks_lists_every_tier_of_one_owner(make_app: t.Callable[..., Flask]) -
     tiers = sorted((row[3], row[4]) for row in rows.values())
     assert tiers == [("-", "session"), ("-", "session"), ("-", "tasks:read"), ("t2", "session")]
     assert all(row[:2] == ["COMPLETED", "echo"] for row in rows.values())
-    assert run(app, "tasks", "carol").output == "no tasks for carol\n"
+    assert run(app, "tasks", "carol").output.startswith("no tasks for carol (owners are the ids")
 
 
 def test_export_user_prints_that_users_data(make_app: t.Callable[..., Flask]) -> None:
@@ -146,7 +220,7 @@ def test_erase_user_deletes_only_that_user(make_app: t.Callable[..., Flask]) -> 
     store = app.extensions["a2a"].exchange.store
     assert all(store.get_task(task_id) is None for task_id in gone)
     assert store.get_task(kept) is not None
-    assert run(app, "erase-user", "alice", "--yes").output == "nothing stored for alice\n"
+    assert run(app, "erase-user", "alice", "--yes").output.startswith("nothing stored for alice")
 
 
 def test_erase_user_cuts_a_live_run(make_app: t.Callable[..., Flask]) -> None:
@@ -321,3 +395,99 @@ def test_entry_point_registers_the_group() -> None:
     assert [line.split()[0] for line in done.stdout.splitlines()[1:]] == [
         "echo", "countdown", "greet"
     ]
+
+
+# ------------------------------------------------------------------ the exchange's log lines
+
+#: A host app that configures logging at different moments (argv[1] says which).
+LOGGING_HOST = """
+import logging, sys
+from flask import Flask
+from flask_a2a import A2A, Principal, Skill
+from tests.conftest import echo
+
+if sys.argv[1] == "before":
+    logging.basicConfig(level=logging.INFO, format="HOST %(message)s")
+app = Flask("logging_host")
+A2A(app, skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)],
+    principal=lambda: Principal(owner="alice"))
+log = logging.getLogger("flask_a2a")
+log.info("flask_a2a: first info")
+log.warning("flask_a2a: first warning")
+if sys.argv[1] == "after":
+    logging.basicConfig(format="HOST %(message)s")  # the root at WARNING, as by default
+    log.info("flask_a2a: second info")
+    log.warning("flask_a2a: second warning")
+    logging.getLogger().setLevel(logging.INFO)
+    log.info("flask_a2a: third info")
+"""
+
+
+def host_logs(when: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", LOGGING_HOST, when], cwd=ROOT, capture_output=True, text=True,
+        timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return [line.split("] ", 1)[-1] for line in done.stderr.splitlines()]
+
+
+def test_log_lines_show_once_whenever_the_host_configures_logging() -> None:
+    # Nothing configured: INFO shows too (Python alone drops it), on stderr, once.
+    assert host_logs("never") == [
+        "INFO flask_a2a: first info", "WARNING flask_a2a: first warning"
+    ]
+    # Configured before init_app: the host's handler alone, at the host's level.
+    assert host_logs("before") == ["HOST flask_a2a: first info", "HOST flask_a2a: first warning"]
+    # Configured after: from then on the host's handler alone (never twice), at its level.
+    assert host_logs("after") == [
+        "INFO flask_a2a: first info", "WARNING flask_a2a: first warning",
+        "HOST flask_a2a: second warning", "HOST flask_a2a: third info",
+    ]  # fmt: skip
+
+
+@pytest.mark.live
+def test_the_store_line_shows_under_flask_run_and_gunicorns_default_logging() -> None:
+    from tests.live_server import LiveGunicorn, free_port
+
+    port = free_port()
+    flask_run = subprocess.Popen(
+        [sys.executable, "-m", "flask", "--app", "examples/agent.py", "run", "--port", str(port)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        client = A2AClientForLogs(f"http://127.0.0.1:{port}")
+        assert client.list_tasks() == 200  # the first call chooses the store
+    finally:
+        flask_run.terminate()
+        _, err = flask_run.communicate(timeout=15)
+    assert err.count("flask_a2a: task store: MemoryStore") == 1, err
+
+    server = LiveGunicorn("examples.agent:create_app()", chdir=str(ROOT),
+                          env={"PYTHONPATH": str(ROOT)})  # fmt: skip
+    log = server.stop()
+    assert log.count("flask_a2a: task store: MemoryStore") == 1, log  # chosen at the boot
+
+
+class A2AClientForLogs:
+    """One ListTasks over a socket, once the server answers (it is starting)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def list_tasks(self) -> int:
+        import time
+
+        import requests
+
+        body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return requests.post(self.url + "/a2a", json=body, timeout=10, headers={
+                    "Authorization": "Bearer alice-token"}).status_code
+            except requests.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)  # a subprocess's socket: there is no event to await

@@ -9,9 +9,11 @@ not run. docs/configuration.md must list every ``A2A_*`` key with its default.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
+import sys
 import typing as t
 from pathlib import Path
 
@@ -143,3 +145,61 @@ def test_several_agents_example_serves_three_agents_apart() -> None:
     finally:
         for agent in (support, billing, search_agent):
             agent.shutdown(5, app=app)
+
+
+def test_the_factory_app_serves_its_agent(tmp_path: Path) -> None:
+    """examples/factory_app: the A2A object in its own module, init_app in create_app; its
+    skill reads the app's models, its entity re-enters the app's token API, users are apart."""
+    import decimal
+
+    from examples.factory_app import create_app
+    from examples.factory_app.agent import a2a
+    from examples.factory_app.extensions import db
+    from examples.factory_app.models import Invoice, User
+    from flask_a2a.cli import a2a_cli
+    from flask_a2a.testing import A2ATestClient
+
+    app = create_app({"TESTING": True,
+                      "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'factory.db'}"})
+    twice = create_app({"TESTING": True})  # the factory builds as many apps as asked
+    try:
+        with app.app_context():
+            db.create_all()
+            db.session.add_all([User(id=1, username="susan", token="susan-token"),
+                                User(id=2, username="bob", token="bob-token")])
+            db.session.add_all([Invoice(owner_id=1, total=decimal.Decimal("120.00")),
+                                Invoice(owner_id=1, total=decimal.Decimal("80.50")),
+                                Invoice(owner_id=2, total=decimal.Decimal("9.99"))])
+            db.session.commit()
+        susan = A2ATestClient(app, token="susan-token")
+        task = susan.send(skill="invoice-total")["task"]
+        assert task["artifacts"][0]["parts"] == [{"data": {"total": "200.50"}}]
+        listed = susan.send(data={"skill": "entity.invoices", "operation": "list",
+                                  "arguments": {"page": 1}})["task"]
+        assert listed["status"]["state"] == "TASK_STATE_COMPLETED", listed["status"]
+        rows = listed["artifacts"][0]["parts"][0]["data"]
+        rows = rows["data"] if isinstance(rows, dict) else rows
+        assert sorted(r["total"] for r in rows) == ["120.00", "80.50"]  # Susan's only
+        bob = A2ATestClient(app, token="bob-token")
+        assert bob.rpc("GetTask", {"id": task["id"]}).code == -32001
+        assert A2ATestClient(app, token="nope").rpc("ListTasks", {}).status == 401
+        assert a2a.skills(app) and [s.id for s in a2a.skills(twice)] == [
+            s.id for s in a2a.skills(app)
+        ]
+        found = app.test_cli_runner().invoke(a2a_cli, ["tasks", "susan"])
+        assert "susan is owner 1" in found.output and "2 task(s)" in found.output
+    finally:
+        a2a.shutdown(app=app)
+        a2a.shutdown(app=twice)
+        with app.app_context():
+            db.engine.dispose()
+
+    done = subprocess.run(  # the flask CLI finds create_app in the package
+        [sys.executable, "-m", "flask", "--app", "examples.factory_app", "a2a", "skills"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[0] for line in done.stdout.splitlines()[1:]] == [
+        "invoice-total", "entity.invoices"
+    ]

@@ -294,7 +294,7 @@ def test_the_cli_selects_an_agent(two: Pair) -> None:
     tasks = runner.invoke(a2a_cli, ["--agent", "billing", "tasks", "alice"])
     assert "billing-echo" in tasks.output and "support-echo" not in tasks.output
     card = runner.invoke(a2a_cli, ["--agent", "billing", "card"])
-    assert json.loads(card.output)["skills"][0]["id"] == "billing-echo"
+    assert json.loads(card.stdout)["skills"][0]["id"] == "billing-echo"
     first = runner.invoke(a2a_cli, ["skills"])
     assert "support-echo" in first.output and "choose with flask a2a --agent NAME" in (
         first.stderr)

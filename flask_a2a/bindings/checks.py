@@ -81,6 +81,9 @@ def internal_error(exc: Exception) -> A2AError:
     answer already made (werkzeug's abort(), a client that left) is raised on."""
     if hasattr(exc, "get_response"):
         raise exc
+    answer = getattr(exc, "answer", None)
+    if isinstance(answer, A2AError):  # a store's refusal meant for the caller; it logged why
+        return answer
     log.error("a2a: request failed\n%s", scrub_exception(exc))
     return InternalError()
 

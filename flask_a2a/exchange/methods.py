@@ -263,7 +263,7 @@ class Exchange:
                 return {"message": wire.dump_message(run.reply)}
             record = run.record  # every path that settles the run stores its record here
             if record.version == 0:  # its only write failed (logged): the task does not exist
-                raise InternalError()
+                raise run.refusal or InternalError()
 
         if history_length is None:  # the whole task: its stored encoding, when it has one
             return jsonrpc.Encoded(wire.task_event_json(record.task))

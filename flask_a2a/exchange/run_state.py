@@ -14,6 +14,7 @@ import typing as t
 from datetime import UTC, datetime, timedelta
 
 from ..ops.log_fields import fields
+from ..protocol.errors import A2AError
 from ..protocol.model import Message, Role
 
 if t.TYPE_CHECKING:
@@ -51,6 +52,8 @@ class Run:
         self.deadline_mono = time.monotonic() + timeout if timeout > 0 else float("inf")
         #: A stream's task, held until the handler's first change shows it (``reveal``).
         self.reveal = False
+        #: The store's refusal of the run's writes, for the caller (``TaskNotStored.answer``).
+        self.refusal: A2AError | None = None
         #: The handler answered with this message instead of the task (``reply()``).
         self.reply: Message | None = None
         #: Follow-ups the caller sent while the run runs, oldest first, for ``receive()``.

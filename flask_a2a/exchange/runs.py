@@ -46,7 +46,7 @@ from ..protocol.model import (
 )
 from ..protocol.scrub import scrub, scrub_exception
 from ..store.base import StaleTaskError, Store, TaskRecord
-from .bus import Bus, Subscription
+from .bus import Bus, BusEvent, Subscription
 from .media import MediaCheck
 from .owed import INTERNAL_ERROR, OwedSettles
 from .retention import Retention
@@ -528,8 +528,9 @@ class Runs:
                 extra=fields(run.task_id, skill.id),
             )
             failure = str(exc)
-        except TaskNotStored:  # the store's own words are in the log, never in the task
+        except TaskNotStored as exc:  # the store's own words are in the log, never in the task
             failure = INTERNAL_ERROR
+            run.refusal = exc.answer or run.refusal
         except Exception as exc:
             # Its text can hold SQL, paths or tokens: the log gets it, the caller does not.
             log.error(
@@ -560,7 +561,9 @@ class Runs:
             except TaskInterrupted:
                 return
             except Exception as exc:  # TaskNotStored (logged), or a bug
-                if not isinstance(exc, TaskNotStored):
+                if isinstance(exc, TaskNotStored):
+                    run.refusal = exc.answer or run.refusal
+                else:
                     log.error(
                         "a2a: run finalize panicked: %s", scrub(repr(exc)),
                         extra=fields(run.task_id, run.record.skill),
@@ -606,6 +609,10 @@ class Runs:
                     del self._runs[run.task_id]
             self.slots.release(run.owner)
             run.done.set()
+            if run.record.version == 0 and run.reply is None:
+                # Its task never reached the store (every write failed, logged): a stream
+                # waiting for its first event ends instead of waiting for one that never comes.
+                self.bus.publish(BusEvent.removed(run.task_id, local=True))
             if self.replicas is not None:
                 self.replicas.finished(run)
 

@@ -14,6 +14,7 @@ import typing as t
 
 from ..ops.log_fields import fields
 from ..protocol.errors import (
+    A2AError,
     TaskNotStored,
     UnencodableDataError,
 )
@@ -50,6 +51,9 @@ def storing(record: TaskRecord | None = None) -> t.Iterator[None]:
     except (StaleTaskError, UnencodableDataError):
         raise
     except Exception as exc:
+        answer = getattr(exc, "answer", None)
+        if isinstance(answer, A2AError):  # the store's refusal for the caller; it logged why
+            raise TaskNotStored("the task could not be stored", answer) from None
         extra = fields(record.task.id, record.skill) if record is not None else {}
         log.error("a2a: writing a task failed: %s", scrub(repr(exc)), extra=extra)
         raise TaskNotStored("the task could not be stored") from None

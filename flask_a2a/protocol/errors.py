@@ -282,4 +282,11 @@ class UnencodableDataError(ValueError):
 
 class TaskNotStored(Exception):
     """A run's change of its task could not be written (the store failed; the details are
-    in the log, never in the task): a run that meets it settles FAILED "internal error"."""
+    in the log, never in the task): a run that meets it settles FAILED "internal error".
+
+    ``answer``: the store's own refusal for the caller (an :class:`A2AError` it raised, such
+    as tables a migration has not made yet), answered when the task was never written."""
+
+    def __init__(self, message: str, answer: A2AError | None = None) -> None:
+        super().__init__(message)
+        self.answer = answer

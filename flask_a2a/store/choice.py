@@ -25,6 +25,7 @@ import weakref
 from ..ops.metrics import NOOP, Recorder
 from ..protocol.errors import InternalError
 from . import processes
+from .blocking_drivers import gevent_patched, warn_blocking
 from .calls import observed
 from .memory import MemoryStore
 
@@ -212,19 +213,46 @@ def store_for(
     )
     server = processes.gunicorn_server()
     lazy.serving(server)
+    app_ref = weakref.ref(app)
+    lazy.when_chosen(lambda chosen: _check_drivers(app_ref(), chosen))
     if eager:
         lazy.pick()  # a bad URL or an unreachable database fails init_app
     if server is not None:
-        app_ref = weakref.ref(app)
 
         def boot_check(worker: t.Any) -> None:
             # Only the app gunicorn serves fails the boot: another app the module built on
             # the way (never served) would refuse at its first use instead.
             if processes.served_app(worker) is app_ref():
-                lazy.chosen()
+                # In the worker, gevent-patched, after post_fork (psycogreen) has run.
+                _check_drivers(app_ref(), lazy.chosen())
 
         processes.before_gunicorn_serves(server, boot_check)
     return lazy
+
+
+def _check_drivers(app: Flask | None, store: Store) -> None:
+    """Under gevent, warn once about a driver that blocks the worker: the store's engine and
+    the app's Flask-SQLAlchemy engine, which its skills use (``blocking_drivers``)."""
+    if not gevent_patched():
+        return
+    engines: list[tuple[str, t.Any]] = []
+    own = getattr(store, "engine", None)
+    host = None
+    sqlalchemy_ext = app.extensions.get("sqlalchemy") if app is not None else None
+    if app is not None and sqlalchemy_ext is not None:
+        try:
+            with app.app_context():
+                host = sqlalchemy_ext.engine
+        except Exception:  # no engine configured: nothing of the host's to look at
+            host = None
+    if own is not None and own is host:
+        engines.append(("the app's Flask-SQLAlchemy engine (the task store's too)", own))
+    else:
+        if own is not None:
+            engines.append(("the task store's engine", own))
+        if host is not None:
+            engines.append(("the app's Flask-SQLAlchemy engine", host))
+    warn_blocking(engines)
 
 
 def chosen_store(store: Store) -> Store:

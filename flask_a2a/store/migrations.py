@@ -14,7 +14,7 @@ from __future__ import annotations
 import typing as t
 
 if t.TYPE_CHECKING:
-    from sqlalchemy.engine import Connection
+    from sqlalchemy.engine import Connection, Engine
 
     from .sql import SQLStore
 
@@ -44,22 +44,89 @@ def include_name(prefix: str = "a2a_", *, host: IncludeName | None = None) -> In
     return include
 
 
-def _declared(bind: Connection, prefix: str) -> SQLStore:
+def _declared(bind: t.Any, prefix: str) -> SQLStore:
     """The store's table declarations for this connection's dialect; touches no table."""
     from .sql import SQLStore
 
-    return SQLStore(bind.engine, prefix, create_tables=False)
+    return SQLStore(bind.engine, prefix, create_tables=False, shared=True)
 
 
-def create_tables(bind: Connection, prefix: str = "a2a_") -> None:
-    """In a revision's ``upgrade()``: ``create_tables(op.get_bind())``.
+def create_tables(bind: Connection | Engine, prefix: str = "a2a_") -> None:
+    """In a revision's ``upgrade()``: ``create_tables(op.get_bind())``; in a test fixture,
+    after ``db.create_all()``: ``create_tables(db.engine)``.
 
-    Creates what the store needs and is missing, in the migration's transaction; idempotent,
-    so it also adopts tables an earlier store already made.
+    Creates what the store needs and is missing, in the migration's transaction (an engine:
+    in a transaction of its own); idempotent, so it also adopts tables an earlier store made.
+    In Alembic's offline mode (``flask db upgrade --sql``) it writes the DDL of the tables
+    into the script instead, as for an empty database (nothing can be read there to adopt).
     """
+    from sqlalchemy.engine import Engine
+
+    if isinstance(bind, Engine):
+        with bind.begin() as conn:
+            _declared(conn, prefix).create_tables(conn)
+        return
+    offline = _offline(bind)
+    if offline is not None:
+        store = _declared(offline, prefix)
+        store.metadata.create_all(offline, checkfirst=False)  # with the indexes
+        if store.counts is not None:
+            from . import sql_counts, sql_mysql
+
+            if store.mysql:
+                sql_mysql.install_counts(offline, store.tasks, store.counts)
+            else:
+                sql_counts.install(offline, store.tasks, store.counts, prefix)
+        return
     _declared(bind, prefix).create_tables(bind)
 
 
 def drop_tables(bind: Connection, prefix: str = "a2a_") -> None:
-    """In a revision's ``downgrade()``: ``drop_tables(op.get_bind())`` (every task is lost)."""
+    """In a revision's ``downgrade()``: ``drop_tables(op.get_bind())`` (every task is lost);
+    offline, the script drops them."""
+    offline = _offline(bind)
+    if offline is not None:
+        store = _declared(offline, prefix)
+        store.metadata.drop_all(offline, checkfirst=False)
+        if store.counts is not None and not store.mysql:
+            from . import sql_counts
+
+            sql_counts.uninstall(offline, prefix)
+        return
     _declared(bind, prefix).drop_tables(bind)
+
+
+def _offline(bind: object) -> Connection | None:
+    """Alembic's offline bind (a SQLAlchemy mock connection), made fit for the store's DDL
+    (typed as the Connection it stands in for)."""
+    from sqlalchemy.engine.mock import MockConnection
+
+    if not isinstance(bind, MockConnection):
+        return None
+    return t.cast("Connection", _OfflineBind(bind))
+
+
+class _OfflineBind:
+    """What the store's DDL needs of a connection, over Alembic's offline bind: every
+    statement goes into the script (none runs, none is read back)."""
+
+    def __init__(self, mock: t.Any) -> None:
+        import sqlalchemy as sa
+
+        self._mock = mock
+        self.dialect = mock.dialect
+        self.engine = self  # the store reads its dialect and URL off the engine
+        self.url = sa.engine.make_url(f"{mock.dialect.name}://")
+
+    def execute(self, statement: t.Any, parameters: t.Any = None) -> None:
+        if parameters:
+            raise RuntimeError("offline DDL takes no parameters")  # nothing of ours passes any
+        self._mock.execute(statement)
+
+    def exec_driver_sql(self, sql: str, parameters: t.Any = None) -> None:
+        import sqlalchemy as sa
+
+        self.execute(sa.text(sql.replace(":", "\\:")), parameters)  # the text's own colons
+
+    def _run_ddl_visitor(self, visitor: t.Any, element: t.Any, **kwargs: t.Any) -> None:
+        self._mock._run_ddl_visitor(visitor, element, **kwargs)  # create_all / drop_all

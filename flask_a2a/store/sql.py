@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import time
 import typing as t
 import zlib
@@ -32,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..protocol.errors import InternalError
 from ..protocol.limits import MAX_KEY, MAX_TASK_ID, refusal, unstorable
 from ..protocol.model import TERMINAL_STATES, PushConfig, TaskState, Tier
 from ..protocol.wire import dump_push_config, push_config_from_wire, task_from_wire
@@ -40,6 +42,8 @@ from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, 
 from .rounds import RoundFailed, Rounds
 from .sql_engine import engine_from_url as engine_from_url
 from .sql_engine import session_settings, to_millis
+
+log = logging.getLogger("flask_a2a")
 
 _EPOCH: t.Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO: t.Final = timedelta(microseconds=1)
@@ -58,7 +62,19 @@ _TERMINAL_LITERALS: t.Final = [sa.literal(state) for state in _TERMINAL_STATES]
 
 
 class MissingTablesError(RuntimeError):
-    """Table creation is off and the store's tables (or columns) are not there."""
+    """Table creation is off and the store's tables (or columns) are not there.
+
+    ``str(exc)`` (logged once, at the first call that meets it) names the tables and the fix;
+    the caller is answered :attr:`answer`, -32603 saying the operator must create them.
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        #: What the caller is told (a store error's ``answer``: ``bindings.checks``).
+        self.answer = InternalError(
+            "Internal error: this server's task store has no tables; its operator must "
+            "create them (see the server log)"
+        )
 
 
 def _micros(value: datetime) -> int:
@@ -249,6 +265,7 @@ class SQLStore:
         self._statements()
         #: The tables are known to be there (made here, or checked once when migrations own them).
         self._ready = create_tables
+        self._missing_logged = False
         if create_tables:
             self._open()
 
@@ -394,12 +411,19 @@ class SQLStore:
                 missing = [f"{self.tasks.name}.{col.name}" for col in self.tasks.columns
                            if col.name not in present]  # fmt: skip
         if missing:
-            raise MissingTablesError(
-                f"flask_a2a: the SQL store's {', '.join(missing)} are missing and table creation "
-                "is off (A2A_CREATE_TABLES / create_tables=False): run the migration that calls "
-                "flask_a2a.store.migrations.create_tables (flask db upgrade), or turn "
-                "A2A_CREATE_TABLES on (docs/storage-and-scaling.md, Migrations)"
+            prefix = "" if self.table_prefix == "a2a_" else f", {self.table_prefix!r}"
+            error = MissingTablesError(
+                f"flask_a2a: {'table' if len(missing) == 1 else 'tables'} "
+                f"{', '.join(missing)} missing and table creation is off (A2A_CREATE_TABLES = "
+                "False): run `flask db upgrade` (the revision that calls "
+                "flask_a2a.store.migrations.create_tables), or in a test fixture call "
+                f"flask_a2a.store.migrations.create_tables(db.engine{prefix}) after "
+                "db.create_all() (docs/existing-app.md, Tests)"
             )
+            if not self._missing_logged:  # once: every call until then is refused the same
+                self._missing_logged = True
+                log.error("%s", error)
+            raise error
         self._ready = True
 
     def create_tables(self, conn: Connection) -> None:

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("binding")
 db = SQLAlchemy()
 
 
-class Invoice(db.Model):  # type: ignore[name-defined,misc]
+class Invoice(db.Model):  # type: ignore[name-defined]
     __tablename__ = "ctx_invoices"
     id = db.Column(db.Integer, primary_key=True)
     owner = db.Column(db.String(64), nullable=False, index=True)

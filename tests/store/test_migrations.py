@@ -86,6 +86,10 @@ class Host:
         self.env = {"HOST_DATABASE_URL": url}
 
     def flask(self, *args: str, **env: str) -> str:
+        done = self.run(*args, **env)
+        return done.stdout + done.stderr
+
+    def run(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [sys.executable, "-m", "flask", "--app", "hostapp:create_app", "db", *args],
             cwd=self.folder, capture_output=True, text=True, timeout=120,
@@ -93,7 +97,7 @@ class Host:
                  **self.env, **env},
         )  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout + done.stderr
+        return done
 
     def revisions(self) -> set[Path]:
         return set(self.folder.joinpath("migrations", "versions").glob("*.py"))
@@ -199,10 +203,9 @@ def catalog(url: str) -> dict[str, t.Any]:
         engine.dispose()
 
 
-def test_migrations_create_what_the_store_needs_from_an_empty_database(
-    new_database: t.Callable[[], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    host = Host(tmp_path / "host", new_database())
+def migrated_host(folder: Path, url: str) -> Host:
+    """The host with the recipe: its models' revision, then the documented A2A revision."""
+    host = Host(folder, url)
     host.env.update(HOST_A2A="1", HOST_RECIPE="1", HOST_A2A_TABLES="migrations")
     host.flask("init")
     host.flask("migrate", "-m", "invoices")
@@ -213,6 +216,55 @@ def test_migrations_create_what_the_store_needs_from_an_empty_database(
     text = revision.read_text().replace("from alembic import op\n", imports)
     text = re.sub(r"\ndef upgrade\(\):.*", A2A_REVISION, text, flags=re.S)
     revision.write_text(text)
+    return host
+
+
+def run_script(url: str, script: str) -> None:
+    """Run an offline migration script as a DBA would (psql -f, sqlite3 .read)."""
+    engine = sa.create_engine(url)
+    try:
+        raw = engine.raw_connection()
+        try:
+            if engine.dialect.name == "sqlite":
+                raw.driver_connection.executescript(script)  # type: ignore[union-attr]
+            else:
+                raw.driver_connection.autocommit = True  # type: ignore[union-attr]
+                raw.driver_connection.execute(script)  # type: ignore[union-attr]
+        finally:
+            raw.close()
+    finally:
+        engine.dispose()
+
+
+def test_offline_upgrade_writes_the_ddl_the_store_would_run(
+    new_database: t.Callable[[], str], tmp_path: Path
+) -> None:
+    """``flask db upgrade --sql`` (Alembic's offline mode) writes our tables' DDL; a DBA who
+    runs the script gets the schema the store makes itself; ``downgrade --sql`` drops it."""
+    host = migrated_host(tmp_path / "host", new_database())
+    script = host.run("upgrade", "--sql").stdout
+    assert "CREATE TABLE a2a_tasks" in script and "CREATE TABLE a2a_push_configs" in script
+    assert "ix_a2a_tasks_tier" in script
+    if host.url.startswith(("postgresql", "mysql")):
+        assert "CREATE TABLE a2a_task_counts" in script and "CREATE TRIGGER" in script
+    if host.url.startswith("mysql"):
+        return  # one statement per call there (no multi-statement scripts over the driver)
+    scripted, itself = new_database(), new_database()  # (autogenerate touched the host's)
+    run_script(scripted, script)
+    engine = sa.create_engine(itself)
+    SQLStore(engine)
+    engine.dispose()
+    assert catalog(scripted) == catalog(itself)
+    down = host.run("downgrade", "head:base", "--sql").stdout
+    assert "DROP TABLE a2a_tasks" in down
+    run_script(scripted, down)
+    assert not [name for name in catalog(scripted) if name.startswith("a2a_")]
+
+
+def test_migrations_create_what_the_store_needs_from_an_empty_database(
+    new_database: t.Callable[[], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = migrated_host(tmp_path / "host", new_database())
     host.flask("upgrade")
 
     # The store runs no DDL (A2A_CREATE_TABLES off) and serves on what the migration made.
@@ -261,13 +313,29 @@ def test_without_table_creation_missing_tables_fail_clearly_until_migrated(
               principal=lambda: Principal(owner="alice"))  # fmt: skip
     client = A2ATestClient(app, "alice")
     with caplog.at_level(logging.ERROR, "flask_a2a"):
-        refused = client.rpc("SendMessage", {"message": client.message("hi", skill="echo")})
-    assert refused.code == -32603
-    assert "A2A_CREATE_TABLES" in caplog.text and "a2a_tasks" in caplog.text
+        refused = [
+            client.rpc("SendMessage", {"message": client.message("hi", skill="echo")}),
+            client.rpc("SendMessage", {"message": client.message("hi", skill="echo"),
+                                       "configuration": {"returnImmediately": True}}),
+            client.rpc("ListTasks", {}),
+            client.rpc("GetTask", {"id": "nope"}),
+        ]  # fmt: skip
+    streamed, events = client.stream(
+        "SendStreamingMessage", {"message": client.message("hi", skill="echo")}
+    )
+    assert streamed.status_code == 200 and events == []  # it ends (it used to hang)
+    for answer in refused:  # the caller learns the operator must act, not the table names
+        assert answer.code == -32603
+        assert "task store has no tables" in answer.error["message"]
+        assert "a2a_" not in answer.text
+    # One line, at the first call, naming the tables and both fixes.
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "flask_a2a"]
+    assert line.startswith("flask_a2a: tables a2a_push_configs, a2a_tasks missing")
+    assert "`flask db upgrade`" in line
+    assert "flask_a2a.store.migrations.create_tables(db.engine) after db.create_all()" in line
     engine = sa.create_engine(url)
     assert sa.inspect(engine).get_table_names() == []  # the store ran no DDL
-    with engine.begin() as conn:  # what the migration does
-        migrations.create_tables(conn)
+    migrations.create_tables(engine)  # what a test fixture does (the migration: its bind)
     engine.dispose()
     assert client.send("again", skill="echo")["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     a2a.shutdown(2, app)
