@@ -64,6 +64,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_METRICS_PATH": None,
     "A2A_REST_PATH": None,
     "A2A_PREFERRED_BINDING": "JSONRPC",
+    "A2A_PROTOCOL_VERSIONS": ("1.0",),
 }
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
@@ -72,6 +73,8 @@ _SECRET_KEYS: t.Final = frozenset({"A2A_PUSH_SECRET_KEY"})
 SEAT_OVERFLOW_POLICIES: t.Final = ("refuse", "evict-oldest")
 #: ``protocolBinding`` names of the interfaces the card can list first.
 BINDINGS: t.Final = ("JSONRPC", "HTTP+JSON")
+#: A2A versions the endpoints can serve (``A2A_PROTOCOL_VERSIONS``; 1.0 always).
+PROTOCOL_VERSIONS: t.Final = ("1.0", "0.3")
 
 #: Keys where the spec says "0 = the default".
 _ZERO_IS_DEFAULT: t.Final = (
@@ -212,6 +215,9 @@ class Settings:
     #: The interface the card lists first (clients such as the official SDK take the first
     #: one they support): ``JSONRPC`` or ``HTTP+JSON``.
     preferred_binding: str = "JSONRPC"
+    #: The A2A versions served on the same endpoints: 1.0, and 0.3 beside it when listed
+    #: (docs/protocol-versions.md).
+    protocol_versions: tuple[str, ...] = ("1.0",)
 
     @property
     def rest_mount(self) -> str | None:
@@ -282,6 +288,12 @@ class Settings:
             )
         if self.preferred_binding == "HTTP+JSON" and self.rest_mount is None:
             raise ConfigError("A2A_PREFERRED_BINDING is HTTP+JSON but A2A_REST_PATH turns REST off")
+        unknown = [v for v in self.protocol_versions if v not in PROTOCOL_VERSIONS]
+        if unknown or "1.0" not in self.protocol_versions:
+            raise ConfigError(
+                f"A2A_PROTOCOL_VERSIONS must list 1.0 and may add 0.3, "
+                f"got {list(self.protocol_versions)!r}"
+            )
 
 
 def _shown(key: str, value: t.Any) -> str:

@@ -16,6 +16,7 @@ from flask import Blueprint, Flask, Request, Response, current_app, has_app_cont
 
 from .bindings import jsonrpc as jsonrpc_binding
 from .bindings import rest as rest_binding
+from .bindings import v03 as v03_binding
 from .card.document import PROTECTED_RESOURCE_PATH, AgentCard, CardPublisher, check_card_config
 from .config import DEFAULTS, Settings
 from .entities.registry import Entity, EntityGate, EntityRegistry
@@ -69,6 +70,12 @@ class A2AState:
         self.push_secrets: PushSecrets | None = None
         #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
         self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
+        #: The method tables of the versions served beside 1.0 (A2A_PROTOCOL_VERSIONS).
+        self.legacy: dict[str, t.Mapping[str, t.Any]] | None = (
+            {"0.3": v03_binding.methods(exchange.methods)}
+            if "0.3" in exchange.settings.protocol_versions
+            else None
+        )
 
     def store(self) -> Store:
         """The task store (chosen now if it was not yet: see ``store_choice``)."""
@@ -384,7 +391,8 @@ def _exchange_view() -> Response:
     state = _state()
     exchange = state.exchange
     return _answer(state, jsonrpc_binding.handle(
-        _http_request(state), exchange.settings, exchange.methods, exchange.extensions
+        _http_request(state), exchange.settings, exchange.methods, exchange.extensions,
+        legacy=state.legacy,
     ))
 
 

@@ -1,0 +1,402 @@
+"""A2A v0.3 shapes: its JSON read into the model's objects, and the model's objects written as it.
+
+v0.3 (tag ``v0.3.0`` of the A2A repository, ``specification/json/a2a.json``) carries the same
+task as v1.0 in other clothes: a ``kind`` on every object (``task``, ``message``,
+``status-update``, ``artifact-update``; ``text``, ``file``, ``data`` on parts), lower-case kebab
+states (``input-required``), ``user``/``agent`` roles, a file part that nests ``{bytes|uri,
+mimeType, name}``, a data part that holds an object, a push config nested in
+``{taskId, pushNotificationConfig}`` with ``authentication.schemes``, and a ``final`` flag on
+status updates. Nothing here knows the exchange: the v0.3 binding (``bindings/v03.py``) reads a
+request with these functions, hands the exchange the v1.0 params, and writes its answer back.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import typing as t
+
+from . import wire
+from .errors import InvalidParamsError
+from .model import (
+    UNSET,
+    Artifact,
+    Message,
+    Part,
+    PushConfig,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from .wire import format_timestamp
+
+#: What the card says a v0.3 interface speaks (``AgentCard.protocolVersion``).
+PROTOCOL_VERSION: t.Final = "0.3.0"
+
+STATES: t.Final[dict[TaskState, str]] = {
+    TaskState.UNSPECIFIED: "unknown",
+    TaskState.SUBMITTED: "submitted",
+    TaskState.WORKING: "working",
+    TaskState.COMPLETED: "completed",
+    TaskState.FAILED: "failed",
+    TaskState.CANCELED: "canceled",
+    TaskState.INPUT_REQUIRED: "input-required",
+    TaskState.REJECTED: "rejected",
+    TaskState.AUTH_REQUIRED: "auth-required",
+}
+ROLES: t.Final[dict[Role, str]] = {Role.USER: "user", Role.AGENT: "agent"}
+_ROLES_IN: t.Final = {"user": Role.USER, "agent": Role.AGENT}
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def dump_part(part: Part) -> dict[str, t.Any]:
+    out: dict[str, t.Any]
+    if part.text is not None:
+        out = {"kind": "text", "text": part.text}
+    elif part.data is not UNSET:
+        # v0.3 data parts hold an object; any other JSON value travels as {"value": ...}.
+        data = part.data if isinstance(part.data, dict) else {"value": part.data}
+        out = {"kind": "data", "data": data}
+    else:
+        file: dict[str, t.Any] = (
+            {"bytes": base64.b64encode(part.raw).decode("ascii")}
+            if part.raw is not None
+            else {"uri": part.url}
+        )
+        if part.media_type:
+            file["mimeType"] = part.media_type
+        if part.filename:
+            file["name"] = part.filename
+        out = {"kind": "file", "file": file}
+    if part.metadata is not None:
+        out["metadata"] = part.metadata
+    return out
+
+
+def dump_message(message: Message) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {
+        "kind": "message",
+        "messageId": message.message_id,
+        "role": ROLES.get(message.role, "agent"),
+        "parts": [dump_part(p) for p in message.parts],
+    }
+    if message.context_id:
+        out["contextId"] = message.context_id
+    if message.task_id:
+        out["taskId"] = message.task_id
+    if message.metadata is not None:
+        out["metadata"] = message.metadata
+    if message.extensions:
+        out["extensions"] = list(message.extensions)
+    if message.reference_task_ids:
+        out["referenceTaskIds"] = list(message.reference_task_ids)
+    return out
+
+
+def dump_artifact(artifact: Artifact) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {
+        "artifactId": artifact.artifact_id,
+        "parts": [dump_part(p) for p in artifact.parts],
+    }
+    if artifact.name:
+        out["name"] = artifact.name
+    if artifact.description:
+        out["description"] = artifact.description
+    if artifact.metadata is not None:
+        out["metadata"] = artifact.metadata
+    if artifact.extensions:
+        out["extensions"] = list(artifact.extensions)
+    return out
+
+
+def dump_status(status: TaskStatus) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {"state": STATES[status.state]}
+    if status.message is not None:
+        out["message"] = dump_message(status.message)
+    out["timestamp"] = format_timestamp(status.timestamp)
+    return out
+
+
+def dump_task(task: Task) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {
+        "kind": "task",
+        "id": task.id,
+        "contextId": task.context_id,
+        "status": dump_status(task.status),
+    }
+    if task.artifacts:
+        out["artifacts"] = [dump_artifact(a) for a in task.artifacts]
+    if task.history:
+        out["history"] = [dump_message(m) for m in task.history]
+    if task.metadata is not None:
+        out["metadata"] = task.metadata
+    return out
+
+
+def task_json(task: Task) -> str:
+    """The task as v0.3 JSON text (a webhook's body for a config registered over v0.3)."""
+    return json.dumps(dump_task(task), separators=(",", ":"), ensure_ascii=False)
+
+
+def dump_event(event: t.Any) -> dict[str, t.Any]:
+    """One stream event (a Task, a Message, or an update) as its v0.3 object."""
+    if isinstance(event, Task):
+        return dump_task(event)
+    if isinstance(event, Message):
+        return dump_message(event)
+    if isinstance(event, TaskStatusUpdateEvent):
+        state = event.status.state
+        out: dict[str, t.Any] = {
+            "kind": "status-update",
+            "taskId": event.task_id,
+            "contextId": event.context_id,
+            "status": dump_status(event.status),
+            # v1.0 dropped the flag: a stream ends at a terminal or paused state.
+            "final": state.terminal or state.interrupted,
+        }
+    else:
+        assert isinstance(event, TaskArtifactUpdateEvent)
+        out = {
+            "kind": "artifact-update",
+            "taskId": event.task_id,
+            "contextId": event.context_id,
+            "artifact": dump_artifact(event.artifact),
+        }
+        if event.append:
+            out["append"] = True
+        if event.last_chunk:
+            out["lastChunk"] = True
+    if event.metadata is not None:
+        out["metadata"] = event.metadata
+    return out
+
+
+def dump_push_config(config: PushConfig) -> dict[str, t.Any]:
+    """A TaskPushNotificationConfig: ``{taskId, pushNotificationConfig}``."""
+    inner: dict[str, t.Any] = {"id": config.id, "url": config.url}
+    if config.token:
+        inner["token"] = config.token
+    if config.authentication is not None:
+        auth: dict[str, t.Any] = {"schemes": [config.authentication.scheme]}
+        if config.authentication.credentials:
+            auth["credentials"] = config.authentication.credentials
+        inner["authentication"] = auth
+    return {"taskId": config.task_id, "pushNotificationConfig": inner}
+
+
+# --------------------------------------------------------------------------- reading
+# Reading turns v0.3 params into the v1.0 params the exchange reads (which checks what both
+# versions share: limits, ids, URLs). A shape only v0.3 has is checked here, as -32602.
+
+
+def _invalid(field: str, why: str) -> InvalidParamsError:
+    return InvalidParamsError(
+        f"Invalid parameters: {field}: {why}", field_violations=[(field, why)]
+    )
+
+
+def _object(value: t.Any, field: str) -> dict[str, t.Any]:
+    if not isinstance(value, dict):
+        raise _invalid(field, "must be an object")
+    return value
+
+
+def _optional_str(data: dict[str, t.Any], key: str, field: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _invalid(f"{field}.{key}", "must be a string")
+    return value
+
+
+def load_part(raw: t.Any, field: str) -> Part:
+    data = _object(raw, field)
+    kind = data.get("kind")
+    metadata = data.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise _invalid(f"{field}.metadata", "must be an object")
+    if kind == "text":
+        text = data.get("text")
+        if not isinstance(text, str):
+            raise _invalid(f"{field}.text", "must be a string")
+        return Part(text=text, metadata=metadata)
+    if kind == "data":
+        if not isinstance(data.get("data"), dict):
+            raise _invalid(f"{field}.data", "must be an object")
+        return Part(data=data["data"], metadata=metadata)
+    if kind == "file":
+        file = _object(data.get("file"), f"{field}.file")
+        name = _optional_str(file, "name", f"{field}.file")
+        mime = _optional_str(file, "mimeType", f"{field}.file")
+        if isinstance(file.get("bytes"), str) and "uri" not in file:
+            try:
+                raw_bytes = base64.b64decode(file["bytes"], validate=True)
+            except (binascii.Error, ValueError):
+                raise _invalid(f"{field}.file.bytes", "must be base64") from None
+            return Part(raw=raw_bytes, filename=name, media_type=mime, metadata=metadata)
+        if isinstance(file.get("uri"), str) and "bytes" not in file:
+            return Part(url=file["uri"], filename=name, media_type=mime, metadata=metadata)
+        raise _invalid(f"{field}.file", "must hold exactly one of bytes or uri")
+    raise _invalid(f"{field}.kind", "must be one of text, file, data")
+
+
+def load_message(raw: t.Any, field: str = "message") -> Message:
+    data = _object(raw, field)
+    if data.get("kind", "message") != "message":
+        raise _invalid(f"{field}.kind", "must be message")
+    message_id = data.get("messageId")
+    if not isinstance(message_id, str) or not message_id:
+        raise _invalid(f"{field}.messageId", "must be a non-empty string")
+    role = _ROLES_IN.get(data.get("role"))  # type: ignore[arg-type]
+    if role is None:
+        raise _invalid(f"{field}.role", "must be user or agent")
+    parts = data.get("parts")
+    if not isinstance(parts, list):
+        raise _invalid(f"{field}.parts", "must be an array")
+    metadata = data.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise _invalid(f"{field}.metadata", "must be an object")
+    extensions = data.get("extensions") or []
+    references = data.get("referenceTaskIds") or []
+    for key, values in (("extensions", extensions), ("referenceTaskIds", references)):
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise _invalid(f"{field}.{key}", "must be an array of strings")
+    return Message(
+        message_id=message_id,
+        role=role,
+        parts=tuple(load_part(p, f"{field}.parts[{i}]") for i, p in enumerate(parts)),
+        context_id=_optional_str(data, "contextId", field),
+        task_id=_optional_str(data, "taskId", field),
+        metadata=metadata,
+        extensions=tuple(extensions),
+        reference_task_ids=tuple(references),
+    )
+
+
+def push_config_params(raw: t.Any, field: str, task_id: t.Any = None) -> dict[str, t.Any]:
+    """A v0.3 PushNotificationConfig as the flat v1.0 config params (``taskId`` added)."""
+    data = _object(raw, field)
+    out: dict[str, t.Any] = {"url": data.get("url")}
+    for key in ("id", "token"):
+        if data.get(key) is not None:
+            out[key] = data[key]
+    if task_id is not None:
+        out["taskId"] = task_id
+    auth = data.get("authentication")
+    if auth is not None:
+        auth = _object(auth, f"{field}.authentication")
+        schemes = auth.get("schemes")
+        if not isinstance(schemes, list) or not schemes or not isinstance(schemes[0], str):
+            raise _invalid(f"{field}.authentication.schemes", "must be a non-empty array")
+        # v1.0 keeps one scheme: the first is the one the Authorization header names.
+        out["authentication"] = {"scheme": schemes[0]}
+        if auth.get("credentials") is not None:
+            out["authentication"]["credentials"] = auth["credentials"]
+    return out
+
+
+def send_params(params: dict[str, t.Any]) -> dict[str, t.Any]:
+    """``MessageSendParams`` as v1.0 ``SendMessageRequest`` params."""
+    out: dict[str, t.Any] = {"message": wire.dump_message(load_message(params.get("message")))}
+    if params.get("metadata") is not None:
+        out["metadata"] = params["metadata"]
+    raw = params.get("configuration")
+    if raw is not None:
+        config = _object(raw, "configuration")
+        v1: dict[str, t.Any] = {}
+        if config.get("acceptedOutputModes") is not None:
+            v1["acceptedOutputModes"] = config["acceptedOutputModes"]
+        if config.get("historyLength") is not None:
+            v1["historyLength"] = config["historyLength"]
+        if config.get("blocking") is not None:
+            if not isinstance(config["blocking"], bool):
+                raise _invalid("configuration.blocking", "must be a boolean")
+            v1["returnImmediately"] = not config["blocking"]
+        if config.get("pushNotificationConfig") is not None:
+            v1["taskPushNotificationConfig"] = push_config_params(
+                config["pushNotificationConfig"], "configuration.pushNotificationConfig"
+            )
+        out["configuration"] = v1
+    return out
+
+
+def task_id_param(params: dict[str, t.Any]) -> t.Any:
+    """The ``id`` of TaskIdParams / TaskQueryParams (the v1.0 schema checks it)."""
+    return params.get("id")
+
+
+# ----------------------------------------------------------------------- the agent card
+
+
+def card_fields(card: dict[str, t.Any], interfaces: list[dict[str, t.Any]]) -> dict[str, t.Any]:
+    """The v1.0 card with the fields a v0.3 resolver reads added beside ``supportedInterfaces``.
+
+    ``interfaces``: the v0.3 interfaces (``url``, ``protocolBinding``), the preferred first.
+    """
+    out = dict(card)
+    first = interfaces[0]
+    out["protocolVersion"] = PROTOCOL_VERSION
+    out["url"] = first["url"]
+    out["preferredTransport"] = first["protocolBinding"]
+    out["additionalInterfaces"] = [
+        {"url": i["url"], "transport": i["protocolBinding"]} for i in interfaces
+    ]
+    extended = card.get("capabilities", {}).get("extendedAgentCard")
+    if extended:
+        out["supportsAuthenticatedExtendedCard"] = True
+    schemes = card.get("securitySchemes")
+    if schemes:
+        out["securitySchemes"] = {name: _both_schemes(s) for name, s in schemes.items()}
+    if card.get("securityRequirements"):
+        out["security"] = _security(card["securityRequirements"])
+    skills = []
+    for skill in card.get("skills", ()):
+        if skill.get("securityRequirements"):
+            skill = {**skill, "security": _security(skill["securityRequirements"])}
+        skills.append(skill)
+    out["skills"] = skills
+    return out
+
+
+#: v1.0 SecurityScheme member -> the v0.3 ``type`` and the keys it renames.
+_SCHEME_TYPES: t.Final[dict[str, tuple[str, dict[str, str]]]] = {
+    "apiKeySecurityScheme": ("apiKey", {"location": "in"}),
+    "httpAuthSecurityScheme": ("http", {}),
+    "oauth2SecurityScheme": ("oauth2", {}),
+    "openIdConnectSecurityScheme": ("openIdConnect", {}),
+    "mtlsSecurityScheme": ("mutualTLS", {}),
+}
+
+
+def _both_schemes(scheme: t.Any) -> t.Any:
+    """A v1.0 SecurityScheme (``{"httpAuthSecurityScheme": {...}}``) with the v0.3 keys
+    (``type`` and the member's fields) beside it: both readers ignore the other's keys (the
+    a2a-sdk 1.x resolver folds the v0.3 keys back into the same member)."""
+    if not isinstance(scheme, dict) or len(scheme) != 1:
+        return scheme
+    (member, fields), = scheme.items()
+    known = _SCHEME_TYPES.get(member)
+    if known is None or not isinstance(fields, dict):
+        return scheme
+    kind, renames = known
+    legacy = {renames.get(k, k): v for k, v in fields.items()}
+    return {**legacy, "type": kind, member: fields}
+
+
+def _security(requirements: t.Any) -> list[dict[str, list[str]]]:
+    """v1.0 ``securityRequirements`` (``[{"schemes": {name: {"list": scopes}}}]``) as the
+    v0.3 ``security`` (``[{name: scopes}]``)."""
+    out = []
+    for requirement in requirements if isinstance(requirements, list) else ():
+        schemes = requirement.get("schemes") if isinstance(requirement, dict) else None
+        if isinstance(schemes, dict):
+            out.append({
+                name: list(scopes.get("list") or []) if isinstance(scopes, dict) else []
+                for name, scopes in schemes.items()
+            })
+    return out
