@@ -16,6 +16,7 @@ from flask import Blueprint, Flask, Request, Response, current_app, has_app_cont
 
 from .bindings import jsonrpc as jsonrpc_binding
 from .bindings import rest as rest_binding
+from .bindings import rest_v03 as rest_v03_binding
 from .bindings import v03 as v03_binding
 from .card.document import PROTECTED_RESOURCE_PATH, AgentCard, CardPublisher, check_card_config
 from .config import DEFAULTS, Settings
@@ -75,6 +76,10 @@ class A2AState:
             {"0.3": v03_binding.methods(exchange.methods)}
             if "0.3" in exchange.settings.protocol_versions
             else None
+        )
+        #: The v0.3 HTTP+JSON routes (``{A2A_REST_PATH}/v1/...``), when 0.3 is served.
+        self.legacy_rest: t.Mapping[str, t.Any] | None = (
+            rest_v03_binding.methods(exchange.methods) if self.legacy is not None else None
         )
 
     def store(self) -> Store:
@@ -400,6 +405,11 @@ def _rest_view(route: str = "") -> Response:
     """The HTTP+JSON binding: every path below ``A2A_REST_PATH`` (``rest.py`` routes it)."""
     state = _state()
     exchange = state.exchange
+    if state.legacy_rest is not None and route.startswith(rest_v03_binding.PREFIX):
+        return _answer(state, rest_v03_binding.handle(
+            _http_request(state), route[len(rest_v03_binding.PREFIX):], exchange.settings,
+            state.legacy_rest, exchange.extensions,
+        ))
     return _answer(state, rest_binding.handle(
         _http_request(state), route, exchange.settings, exchange.methods, exchange.extensions
     ))

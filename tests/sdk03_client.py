@@ -1,8 +1,9 @@
-"""Run by tests/test_v03_sdk.py inside a venv holding a2a-sdk 0.3 (never imported by pytest).
+"""Run by tests/test_v03_live.py inside a venv holding a2a-sdk 0.3 (never imported by pytest).
 
-``python sdk03_client.py BASE_URL`` drives the official v0.3 client against a live flask_a2a
-server with A2A v0.3 enabled and prints one JSON object of what it saw; the test asserts on it.
-Imports nothing of flask_a2a (the SDK 0.3 and the main env's SDK 1.x cannot share a venv).
+``python sdk03_client.py BASE_URL TRANSPORT`` (``JSONRPC`` or ``HTTP+JSON``) drives the
+official v0.3 client against a live flask_a2a server with A2A v0.3 enabled and prints one JSON
+object of what it saw; the test asserts on it. Imports nothing of flask_a2a (the SDK 0.3 and
+the main env's SDK 1.x cannot share a venv).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-from a2a.client.errors import A2AClientJSONRPCError
+from a2a.client.errors import A2AClientHTTPError, A2AClientJSONRPCError
 from a2a.types import GetTaskPushNotificationConfigParams as GetPushParams
 from a2a.types import (
     Message,
@@ -53,7 +54,19 @@ async def final_task(client: Any, msg: Message) -> tuple[Task | Message, list[st
     return last, kinds
 
 
-async def main(base: str) -> dict[str, Any]:
+async def refusal(call: Any) -> int | None:
+    """The JSON-RPC error code (over JSON-RPC) or the HTTP status (over HTTP+JSON) a call
+    fails with; None when it succeeds."""
+    try:
+        await call
+    except A2AClientJSONRPCError as exc:
+        return int(exc.error.code)
+    except A2AClientHTTPError as exc:
+        return int(exc.status_code)
+    return None
+
+
+async def main(base: str, transport: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     headers = {"Authorization": "Bearer alice-token"}
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
@@ -61,13 +74,17 @@ async def main(base: str) -> dict[str, Any]:
         out["card"] = {"url": card.url, "protocolVersion": card.protocol_version,
                        "preferredTransport": card.preferred_transport}
 
-        blocking = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+        def client(http: httpx.AsyncClient, **options: Any) -> Any:
+            config = ClientConfig(httpx_client=http, supported_transports=[transport], **options)
+            return ClientFactory(config).create(card)
+
+        blocking = client(http, streaming=False)
         task, kinds = await final_task(blocking, message("hello"))
         assert isinstance(task, Task)
         out["send"] = {"state": task.status.state.value, "kinds": kinds,
                        "artifact": task.artifacts[0].parts[0].root.text}  # type: ignore[index,union-attr]
 
-        streaming = ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create(card)
+        streaming = client(http, streaming=True)
         streamed, kinds = await final_task(streaming, message("streamed"))
         assert isinstance(streamed, Task)
         out["stream"] = {"state": streamed.status.state.value, "kinds": kinds}
@@ -89,33 +106,18 @@ async def main(base: str) -> dict[str, Any]:
         out["push"] = {"set": made.push_notification_config.id,
                        "get": fetched.push_notification_config.url}
 
-        try:
-            await blocking.cancel_task(TaskIdParams(id=task.id))
-            out["cancel_completed"] = None
-        except A2AClientJSONRPCError as exc:
-            out["cancel_completed"] = exc.error.code
-
-        try:
-            await blocking.get_task(TaskQueryParams(id="no-such-task"))
-            out["unknown"] = None
-        except A2AClientJSONRPCError as exc:
-            out["unknown"] = exc.error.code
+        out["cancel_completed"] = await refusal(blocking.cancel_task(TaskIdParams(id=task.id)))
+        out["unknown"] = await refusal(blocking.get_task(TaskQueryParams(id="no-such-task")))
 
         # Bob's client does not see Alice's task.
         async with httpx.AsyncClient(
             headers={"Authorization": "Bearer bob-token"}, timeout=30
         ) as bob_http:
-            bob = ClientFactory(ClientConfig(streaming=False, httpx_client=bob_http)).create(card)
-            try:
-                await bob.get_task(TaskQueryParams(id=task.id))
-                out["foreign"] = None
-            except A2AClientJSONRPCError as exc:
-                out["foreign"] = exc.error.code
+            bob = client(bob_http, streaming=False)
+            out["foreign"] = await refusal(bob.get_task(TaskQueryParams(id=task.id)))
 
         # A held task, sent without blocking (``polling``): the cancel ends it.
-        polling = ClientFactory(
-            ClientConfig(streaming=False, polling=True, httpx_client=http)
-        ).create(card)
+        polling = client(http, streaming=False, polling=True)
         held_task, _ = await final_task(polling, message("held", "gate"))
         assert isinstance(held_task, Task)
         out["held_state"] = held_task.status.state.value
@@ -125,4 +127,4 @@ async def main(base: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main(sys.argv[1]))))
+    print(json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2]))))

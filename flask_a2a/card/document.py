@@ -35,7 +35,7 @@ HEALTH_PATH: t.Final = "/healthz"
 PROTOCOL_VERSION: t.Final = "1.0"
 #: The v0.3 interfaces the card lists when A2A_PROTOCOL_VERSIONS has 0.3: the bindings that
 #: serve it (``bindings/v03.py``).
-V03_BINDINGS: t.Final = frozenset({"JSONRPC"})
+V03_BINDINGS: t.Final = frozenset({"JSONRPC", "HTTP+JSON"})
 
 #: Signed cards kept per distinct unsigned card (the base URL may vary with the Host header).
 _SIGNED_CACHE_SIZE: t.Final = 32

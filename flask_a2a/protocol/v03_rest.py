@@ -1,0 +1,278 @@
+"""A2A v0.3's HTTP+JSON shapes: the ProtoJSON of its ``a2a.proto``, read and written.
+
+v0.3's REST binding carries the proto's JSON, not the JSON-RPC objects of ``v03.py``: a message
+holds ``content`` (not ``parts``), a part is ``{text}``, ``{file: {fileWithUri|fileWithBytes,
+mimeType, name}}`` or ``{data: {data}}``, states and roles are enum names (``TASK_STATE_CANCELLED``
+spelled with two Ls), a send's push config is ``configuration.pushNotification``, and a push
+config is ``{name: "tasks/{id}/pushNotificationConfigs/{configId}", pushNotificationConfig}``.
+The official v0.3 client reads answers with a strict proto parser, so nothing here writes a key
+the v0.3 proto lacks. The model objects are the pivot, as in ``v03.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import typing as t
+
+from . import wire
+from .errors import InvalidParamsError
+from .model import (
+    UNSET,
+    Artifact,
+    Message,
+    Part,
+    PushConfig,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from .v03 import push_config_params
+
+_STATE_NAMES: t.Final = {TaskState.CANCELED: "TASK_STATE_CANCELLED"}
+_ROLES_IN: t.Final = {"ROLE_USER": Role.USER, "ROLE_AGENT": Role.AGENT, 1: Role.USER, 2: Role.AGENT}
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def dump_part(part: Part) -> dict[str, t.Any]:
+    out: dict[str, t.Any]
+    if part.text is not None:
+        out = {"text": part.text}
+    elif part.data is not UNSET:
+        out = {"data": {"data": part.data if isinstance(part.data, dict) else {"value": part.data}}}
+    else:
+        file: dict[str, t.Any] = (
+            {"fileWithBytes": base64.b64encode(part.raw).decode("ascii")}
+            if part.raw is not None
+            else {"fileWithUri": part.url}
+        )
+        if part.media_type:
+            file["mimeType"] = part.media_type
+        if part.filename:
+            file["name"] = part.filename
+        out = {"file": file}
+    if part.metadata is not None:
+        out["metadata"] = part.metadata
+    return out
+
+
+def dump_message(message: Message) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {
+        "messageId": message.message_id,
+        "role": message.role.value,
+        "content": [dump_part(p) for p in message.parts],
+    }
+    if message.context_id:
+        out["contextId"] = message.context_id
+    if message.task_id:
+        out["taskId"] = message.task_id
+    if message.metadata is not None:
+        out["metadata"] = message.metadata
+    if message.extensions:
+        out["extensions"] = list(message.extensions)
+    return out
+
+
+def dump_artifact(artifact: Artifact) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {
+        "artifactId": artifact.artifact_id,
+        "parts": [dump_part(p) for p in artifact.parts],
+    }
+    if artifact.name:
+        out["name"] = artifact.name
+    if artifact.description:
+        out["description"] = artifact.description
+    if artifact.metadata is not None:
+        out["metadata"] = artifact.metadata
+    if artifact.extensions:
+        out["extensions"] = list(artifact.extensions)
+    return out
+
+
+def dump_status(status: TaskStatus) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {"state": _STATE_NAMES.get(status.state, status.state.value)}
+    if status.message is not None:
+        out["message"] = dump_message(status.message)
+    out["timestamp"] = wire.format_timestamp(status.timestamp)
+    return out
+
+
+def dump_task(task: Task) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {
+        "id": task.id, "contextId": task.context_id, "status": dump_status(task.status),
+    }
+    if task.artifacts:
+        out["artifacts"] = [dump_artifact(a) for a in task.artifacts]
+    if task.history:
+        out["history"] = [dump_message(m) for m in task.history]
+    if task.metadata is not None:
+        out["metadata"] = task.metadata
+    return out
+
+
+def dump_event(event: t.Any) -> dict[str, t.Any]:
+    """A SendMessageResponse / StreamResponse: ``{task}``, ``{message}``, ``{statusUpdate}``
+    (with ``final``) or ``{artifactUpdate}``."""
+    if isinstance(event, Task):
+        return {"task": dump_task(event)}
+    if isinstance(event, Message):
+        return {"message": dump_message(event)}
+    if isinstance(event, TaskStatusUpdateEvent):
+        state = event.status.state
+        update: dict[str, t.Any] = {
+            "taskId": event.task_id, "contextId": event.context_id,
+            "status": dump_status(event.status), "final": state.terminal or state.interrupted,
+        }
+        if event.metadata is not None:
+            update["metadata"] = event.metadata
+        return {"statusUpdate": update}
+    assert isinstance(event, TaskArtifactUpdateEvent)
+    update = {"taskId": event.task_id, "contextId": event.context_id,
+              "artifact": dump_artifact(event.artifact)}
+    if event.append:
+        update["append"] = True
+    if event.last_chunk:
+        update["lastChunk"] = True
+    if event.metadata is not None:
+        update["metadata"] = event.metadata
+    return {"artifactUpdate": update}
+
+
+def dump_push_config(config: PushConfig) -> dict[str, t.Any]:
+    inner: dict[str, t.Any] = {"id": config.id, "url": config.url}
+    if config.token:
+        inner["token"] = config.token
+    if config.authentication is not None:
+        auth: dict[str, t.Any] = {"schemes": [config.authentication.scheme]}
+        if config.authentication.credentials:
+            auth["credentials"] = config.authentication.credentials
+        inner["authentication"] = auth
+    return {
+        "name": f"tasks/{config.task_id}/pushNotificationConfigs/{config.id}",
+        "pushNotificationConfig": inner,
+    }
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _invalid(field: str, why: str) -> InvalidParamsError:
+    return InvalidParamsError(
+        f"Invalid parameters: {field}: {why}", field_violations=[(field, why)]
+    )
+
+
+def _object(value: t.Any, field: str) -> dict[str, t.Any]:
+    if not isinstance(value, dict):
+        raise _invalid(field, "must be an object")
+    return value
+
+
+def _str(data: dict[str, t.Any], key: str, field: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _invalid(f"{field}.{key}", "must be a string")
+    return value or None
+
+
+def load_part(raw: t.Any, field: str) -> Part:
+    data = _object(raw, field)
+    metadata = data.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise _invalid(f"{field}.metadata", "must be an object")
+    if isinstance(data.get("text"), str):
+        return Part(text=data["text"], metadata=metadata)
+    if "data" in data:
+        inner = _object(data["data"], f"{field}.data")
+        if not isinstance(inner.get("data"), dict):
+            raise _invalid(f"{field}.data.data", "must be an object")
+        return Part(data=inner["data"], metadata=metadata)
+    if "file" in data:
+        file = _object(data["file"], f"{field}.file")
+        name = _str(file, "name", f"{field}.file")
+        mime = _str(file, "mimeType", f"{field}.file")
+        has_bytes, has_uri = "fileWithBytes" in file, "fileWithUri" in file
+        if has_bytes and not has_uri and isinstance(file["fileWithBytes"], str):
+            try:
+                content = base64.b64decode(file["fileWithBytes"], validate=True)
+            except (binascii.Error, ValueError):
+                raise _invalid(f"{field}.file.fileWithBytes", "must be base64") from None
+            return Part(raw=content, filename=name, media_type=mime, metadata=metadata)
+        if has_uri and not has_bytes and isinstance(file["fileWithUri"], str):
+            return Part(url=file["fileWithUri"], filename=name, media_type=mime, metadata=metadata)
+        raise _invalid(f"{field}.file", "must hold exactly one of fileWithBytes or fileWithUri")
+    raise _invalid(field, "must hold one of text, file, data")
+
+
+def load_message(raw: t.Any, field: str = "message") -> Message:
+    data = _object(raw, field)
+    message_id = data.get("messageId")
+    if not isinstance(message_id, str) or not message_id:
+        raise _invalid(f"{field}.messageId", "must be a non-empty string")
+    role = _ROLES_IN.get(data.get("role"))
+    if role is None:
+        raise _invalid(f"{field}.role", "must be ROLE_USER or ROLE_AGENT")
+    content = data.get("content", [])
+    if not isinstance(content, list):
+        raise _invalid(f"{field}.content", "must be an array")
+    metadata = data.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise _invalid(f"{field}.metadata", "must be an object")
+    extensions = data.get("extensions") or []
+    if not isinstance(extensions, list) or not all(isinstance(e, str) for e in extensions):
+        raise _invalid(f"{field}.extensions", "must be an array of strings")
+    return Message(
+        message_id=message_id,
+        role=role,
+        parts=tuple(load_part(p, f"{field}.content[{i}]") for i, p in enumerate(content)),
+        context_id=_str(data, "contextId", field),
+        task_id=_str(data, "taskId", field),
+        metadata=metadata,
+        extensions=tuple(extensions),
+    )
+
+
+def send_params(body: dict[str, t.Any]) -> dict[str, t.Any]:
+    """A v0.3 ``SendMessageRequest`` body as v1.0 ``SendMessageRequest`` params."""
+    raw = body.get("message", body.get("request"))
+    out: dict[str, t.Any] = {"message": wire.dump_message(load_message(raw))}
+    if body.get("metadata") is not None:
+        out["metadata"] = body["metadata"]
+    if body.get("configuration") is not None:
+        config = _object(body["configuration"], "configuration")
+        v1: dict[str, t.Any] = {}
+        for key in ("acceptedOutputModes", "historyLength"):
+            if config.get(key) is not None:
+                v1[key] = config[key]
+        # A proto3 bool: absent is false, so a configuration without ``blocking`` does not
+        # block (as the a2a-sdk 0.3 server reads it); no configuration at all blocks.
+        blocking = config.get("blocking", False)
+        if not isinstance(blocking, bool):
+            raise _invalid("configuration.blocking", "must be a boolean")
+        v1["returnImmediately"] = not blocking
+        if config.get("pushNotification") is not None:
+            v1["taskPushNotificationConfig"] = push_config_params(
+                config["pushNotification"], "configuration.pushNotification"
+            )
+        out["configuration"] = v1
+    return out
+
+
+def create_push_params(body: dict[str, t.Any], task_id: str) -> dict[str, t.Any]:
+    """A ``CreateTaskPushNotificationConfigRequest`` body (``{parent, configId, config:
+    {name, pushNotificationConfig}}``; a bare TaskPushNotificationConfig is read too) as the
+    flat v1.0 config params for ``task_id``."""
+    config = body.get("config", body)
+    config = _object(config, "config")
+    params = push_config_params(
+        config.get("pushNotificationConfig"), "config.pushNotificationConfig", task_id
+    )
+    config_id = body.get("configId")
+    if "id" not in params:
+        params["id"] = config_id if isinstance(config_id, str) and config_id else task_id
+    return params
