@@ -91,8 +91,9 @@ class _Methods:
 
     def get_task(self, call: Call) -> t.Any:
         params = {"id": call.params["id"]}
-        if "historyLength" in call.params:
-            params["historyLength"] = call.params["historyLength"]
+        for key in ("historyLength", "history_length"):  # ProtoJSON's two spellings
+            if key in call.params:
+                params["historyLength"] = call.params[key]
         return v03_rest.dump_task(wire.task_from_wire(self._call("GetTask", call, params)))
 
     def cancel(self, call: Call) -> t.Any:

@@ -288,6 +288,8 @@ def push_config_params(raw: t.Any, field: str, task_id: t.Any = None) -> dict[st
     if task_id is not None:
         out["taskId"] = task_id
     auth = data.get("authentication")
+    if isinstance(auth, dict) and not auth.get("schemes") and not auth.get("credentials"):
+        auth = None  # an empty AuthenticationInfo (proto3 defaults) asks for nothing
     if auth is not None:
         auth = _object(auth, f"{field}.authentication")
         schemes = auth.get("schemes")

@@ -168,9 +168,20 @@ def _invalid(field: str, why: str) -> InvalidParamsError:
 
 
 def _object(value: t.Any, field: str) -> dict[str, t.Any]:
+    """A proto message's JSON object, its fields under their JSON names: ProtoJSON readers
+    accept the proto's own snake_case names too (``message_id``), so those are renamed here,
+    one level deep (a Struct's keys, in ``metadata`` or a data part, are the caller's)."""
     if not isinstance(value, dict):
         raise _invalid(field, "must be an object")
-    return value
+    if not any("_" in key for key in value):
+        return value
+    out: dict[str, t.Any] = {}
+    for key, item in value.items():
+        head, *rest = key.split("_")
+        camel = head + "".join(word.title() for word in rest)
+        if camel not in out or camel == key:  # the JSON name wins
+            out[camel] = item
+    return out
 
 
 def _str(data: dict[str, t.Any], key: str, field: str) -> str | None:
@@ -196,7 +207,8 @@ def load_part(raw: t.Any, field: str) -> Part:
         file = _object(data["file"], f"{field}.file")
         name = _str(file, "name", f"{field}.file")
         mime = _str(file, "mimeType", f"{field}.file")
-        has_bytes, has_uri = "fileWithBytes" in file, "fileWithUri" in file
+        # A proto3 string's default ("") is unset: only one member of the oneof has a value.
+        has_bytes, has_uri = bool(file.get("fileWithBytes")), bool(file.get("fileWithUri"))
         if has_bytes and not has_uri and isinstance(file["fileWithBytes"], str):
             try:
                 content = base64.b64decode(file["fileWithBytes"], validate=True)
@@ -239,6 +251,7 @@ def load_message(raw: t.Any, field: str = "message") -> Message:
 
 def send_params(body: dict[str, t.Any]) -> dict[str, t.Any]:
     """A v0.3 ``SendMessageRequest`` body as v1.0 ``SendMessageRequest`` params."""
+    body = _object(body, "body")
     raw = body.get("message", body.get("request"))
     out: dict[str, t.Any] = {"message": wire.dump_message(load_message(raw))}
     if body.get("metadata") is not None:
@@ -267,8 +280,8 @@ def create_push_params(body: dict[str, t.Any], task_id: str) -> dict[str, t.Any]
     """A ``CreateTaskPushNotificationConfigRequest`` body (``{parent, configId, config:
     {name, pushNotificationConfig}}``; a bare TaskPushNotificationConfig is read too) as the
     flat v1.0 config params for ``task_id``."""
-    config = body.get("config", body)
-    config = _object(config, "config")
+    body = _object(body, "body")
+    config = _object(body.get("config", body), "config")
     params = push_config_params(
         config.get("pushNotificationConfig"), "config.pushNotificationConfig", task_id
     )
