@@ -249,7 +249,8 @@ def test_bad_configuration_is_32602(caller: Caller) -> None:
     params = {"message": message(), "configuration": {"blocking": "yes"}}
     assert caller.code("message/send", params) == -32602
     params = {"message": message(), "configuration": {
-        "pushNotificationConfig": {"url": "https://e.com/h", "authentication": {"schemes": []}},
+        "pushNotificationConfig": {"url": "https://e.com/h",
+                                   "authentication": {"schemes": [], "credentials": "c"}},
     }}
     assert caller.code("message/send", params) == -32602
     assert task_count(caller) == 0
@@ -574,3 +575,47 @@ def test_rest_refusals(caller: Caller, make_app: t.Callable[..., Flask]) -> None
     off = Caller(make_app())
     response = rest(off, "POST", "/message:send", {"message": proto_message()})
     assert response.status_code == 400
+
+
+def test_rest_reads_protojson_snake_case_and_proto3_defaults(
+    caller: Caller, webhook: Webhook
+) -> None:
+    """ProtoJSON readers take the proto's own field names, and a proto3 default is unset."""
+    msg = {"message_id": "snake", "role": "ROLE_USER", "context_id": "ctx-s", "content": [
+        {"text": "a"},
+        {"file": {"file_with_uri": "", "file_with_bytes": "aGk=", "mime_type": "text/plain"}},
+    ]}
+    response = rest(caller, "POST", "/message:send", {"message": msg})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    task = response.get_json()["task"]
+    assert task["contextId"] == "ctx-s"
+    assert task["history"][0]["content"][1] == {
+        "file": {"fileWithBytes": "aGk=", "mimeType": "text/plain"},
+    }
+    got = rest(caller, "GET", f"/tasks/{task['id']}?history_length=0").get_json()
+    assert "history" not in got
+    made = rest(caller, "POST", f"/tasks/{task['id']}/pushNotificationConfigs", {"config": {
+        "push_notification_config": {"url": webhook.url(),
+                                     "authentication": {"schemes": [], "credentials": ""}},
+    }})
+    assert made.status_code == 200, made.get_data(as_text=True)
+    assert "authentication" not in made.get_json()["pushNotificationConfig"]
+
+
+def test_own_verifier_reads_a_signed_card_with_03_on(make_app: t.Callable[..., Flask]) -> None:
+    """The signatures cover the v1.0 card: the v0.3 fields beside it are left out of the
+    payload, as the official SDK's proto parse leaves them out."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from flask_a2a.card.signing import SigningKey, verify_card
+
+    app = make_app(config={**V03, "A2A_PUBLIC_BASE_URL": "https://agent.example"},
+                   signing_keys=[SigningKey("k1", ec.generate_private_key(ec.SECP256R1()))])
+    http = app.test_client()
+    card = http.get("/.well-known/agent-card.json").get_json()
+    assert card["url"] == "https://agent.example/a2a" and card["signatures"]
+    assert verify_card(card, http.get("/.well-known/jwks.json").get_json()) == "k1"
+    # A v1.0 field changed breaks it; so does any change to the signed part.
+    tampered = {**card, "name": "other"}
+    with pytest.raises(Exception, match="signature"):
+        verify_card(tampered, http.get("/.well-known/jwks.json").get_json())

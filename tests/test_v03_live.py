@@ -157,3 +157,53 @@ def test_a2a_sdk_03_client(
     assert {k: seen[k] for k in refused} == refused
     assert seen["held_state"] in ("submitted", "working")
     assert seen["canceled"] == "canceled"
+
+
+@pytest.fixture(scope="module")
+def signed_agent(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[t.Any]:
+    """examples/agent.py with a signed card and 0.3 on, as test_interop.py runs it."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from tests.live_server import free_port, gunicorn_server
+    from tests.test_interop import EXAMPLES, Agent
+
+    pem = tmp_path_factory.mktemp("keys") / "card-key.pem"
+    pem.write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ))
+    port = free_port()
+    env = {"A2A_EXAMPLE_SIGNING_KEY": str(pem),
+           "FLASK_A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+           "FLASK_A2A_PROTOCOL_VERSIONS": '["1.0", "0.3"]'}
+    with gunicorn_server("agent:app", chdir=EXAMPLES, port=port, env=env) as url:
+        yield Agent(url, url + "/.well-known/jwks.json")
+
+
+@pytest.mark.parametrize("transport", ["JSONRPC", "HTTP+JSON"])
+def test_the_v1_sdk_verifies_a_signed_card_with_03_on_and_speaks_10(
+    signed_agent: t.Any, transport: str
+) -> None:
+    """The v0.3 fields are outside the signed payload (the SDK's proto parse drops them), and
+    a v1.0 client still picks a 1.0 interface."""
+    from a2a.types import SendMessageRequest
+
+    from tests.test_interop import connect, http_client, message, run
+
+    async def scenario() -> tuple[list[tuple[str, str]], str, str]:
+        async with http_client() as http:
+            card, client = await connect(http, signed_agent, transport, streaming=False)
+            request = SendMessageRequest(message=message("echo", "hello"))
+            state = 0
+            async for event in client.send_message(request):
+                state = event.task.status.state if event.HasField("task") else state
+            interfaces = [(i.protocol_binding, i.protocol_version)
+                          for i in card.supported_interfaces]
+            return interfaces, type(client._transport).__name__, str(state)
+
+    interfaces, used, state = run(scenario())
+    assert interfaces == [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"),
+                          ("JSONRPC", "0.3"), ("HTTP+JSON", "0.3")]
+    assert used == {"JSONRPC": "JsonRpcTransport", "HTTP+JSON": "RestTransport"}[transport]
+    assert state == "3"  # TASK_STATE_COMPLETED

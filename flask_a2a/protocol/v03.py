@@ -365,6 +365,39 @@ def card_fields(card: dict[str, t.Any], interfaces: list[dict[str, t.Any]]) -> d
     return out
 
 
+#: What :func:`card_fields` adds at the card's top level (none is a v1.0 AgentCard field).
+CARD_FIELDS: t.Final = frozenset({
+    "protocolVersion", "url", "preferredTransport", "additionalInterfaces",
+    "supportsAuthenticatedExtendedCard", "security",
+})
+
+
+def without_card_fields(card: dict[str, t.Any]) -> dict[str, t.Any]:
+    """The card as a v1.0 proto parse sees it: what :func:`card_fields` added taken off (the
+    signed payload, ``card/signing.py``: a v1.0 verifier never sees those fields)."""
+    if not any(key in card for key in CARD_FIELDS):
+        return card
+    out = {k: v for k, v in card.items() if k not in CARD_FIELDS}
+    schemes = out.get("securitySchemes")
+    if isinstance(schemes, dict):
+        out["securitySchemes"] = {name: _member_only(s) for name, s in schemes.items()}
+    if isinstance(out.get("skills"), list):
+        out["skills"] = [
+            {k: v for k, v in skill.items() if k != "security"} if isinstance(skill, dict)
+            else skill
+            for skill in out["skills"]
+        ]
+    return out
+
+
+def _member_only(scheme: t.Any) -> t.Any:
+    if isinstance(scheme, dict):
+        members = [key for key in scheme if key in _SCHEME_TYPES]
+        if len(members) == 1:
+            return {members[0]: scheme[members[0]]}
+    return scheme
+
+
 #: v1.0 SecurityScheme member -> the v0.3 ``type`` and the keys it renames.
 _SCHEME_TYPES: t.Final[dict[str, tuple[str, dict[str, str]]]] = {
     "apiKeySecurityScheme": ("apiKey", {"location": "in"}),
