@@ -39,6 +39,7 @@ from ..protocol.model import (
     TaskState,
     new_id,
 )
+from . import v03 as v03_client
 from .sse import A2AClientError as A2AClientError
 from .sse import EventStream as EventStream
 from .sse import StreamEvent as StreamEvent
@@ -185,6 +186,8 @@ class A2AClient:
             self.session.auth = auth
         self.session.headers.update(headers or {})
         self._ids = itertools.count(1)
+        #: Set when the agent serves only A2A v0.3 (``client/v03.py``): each call goes through.
+        self.dialect: v03_client.Dialect | None = None
 
     # ------------------------------------------------------------------ building
 
@@ -197,7 +200,12 @@ class A2AClient:
         client = cls(card_url, **options)
         try:
             card = client.get_agent_card(card_url)
-            client.endpoint = jsonrpc_endpoint(card, card_url)
+            legacy = v03_client.legacy_endpoint(card, card_url)
+            if legacy is not None:  # the agent serves JSON-RPC in v0.3 only: speak it
+                client.endpoint, client.dialect = legacy, v03_client.Dialect()
+                client.session.headers["A2A-Version"] = v03_client.VERSION
+            else:
+                client.endpoint = jsonrpc_endpoint(card, card_url)
         except BaseException:
             client.close()
             raise
@@ -474,7 +482,9 @@ class A2AClient:
         self, method: str, params: dict[str, t.Any], timeout: Timeout, stream: bool
     ) -> tuple[int, requests.Response]:
         request_id = next(self._ids)
-        if self.tenant is not None:
+        if self.dialect is not None:  # v0.3 has no tenant
+            method, params = self.dialect.request(method, params)
+        elif self.tenant is not None:
             params = {"tenant": self.tenant, **params}
         body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         data = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -489,13 +499,15 @@ class A2AClient:
 
     def _call(self, method: str, params: dict[str, t.Any], timeout: Timeout | None = None) -> t.Any:
         request_id, response = self._post(method, params, timeout or self.timeout, False)
-        return answer_of(response, request_id)
+        answer = answer_of(response, request_id)
+        return answer if self.dialect is None else self.dialect.result(method, answer)
 
     def _stream(self, method: str, params: dict[str, t.Any]) -> EventStream:
         request_id, response = self._post(method, params, self.stream_timeout, True)
         content_type = response.headers.get("Content-Type", "")
         if response.status_code == 200 and content_type.startswith("text/event-stream"):
-            return EventStream(response, request_id).open()  # a streamed error raises here
+            decode = wire.event_from_wire if self.dialect is None else self.dialect.event
+            return EventStream(response, request_id, decode).open()  # an error raises here
         with response:
             answer_of(response, request_id)  # raises the server's error, if it sent one
         raise A2AClientError(f"{method} answered without a stream", response.status_code)

@@ -71,12 +71,17 @@ class EventStream:
     connection is what frees the server's stream seat.
     """
 
-    def __init__(self, response: requests.Response, request_id: int) -> None:
+    def __init__(
+        self,
+        response: requests.Response,
+        request_id: int,
+        decode: t.Callable[[t.Any], t.Any] = wire.event_from_wire,
+    ) -> None:
         self.response = response
         self.request_id = request_id
         self.progress = Progress()
         # The generator must not hold ``self``: with no cycle, dropping the stream closes it.
-        self._events = _events(response, request_id, self.progress)
+        self._events = _events(response, request_id, self.progress, decode)
         self._first: list[StreamEvent] = []
 
     def open(self) -> EventStream:
@@ -133,15 +138,19 @@ class Progress:
 
 
 def _events(
-    response: requests.Response, request_id: int, progress: Progress
+    response: requests.Response,
+    request_id: int,
+    progress: Progress,
+    decode: t.Callable[[t.Any], t.Any] = wire.event_from_wire,
 ) -> t.Generator[StreamEvent, None, None]:
+    """``decode``: a result as its event (``client/v03.py`` reads a v0.3 agent's events)."""
     try:
         for data in sse_data(_chunks(response)):
             try:
                 payload = json.loads(data)
             except ValueError:
                 raise A2AClientError("a stream event is not JSON") from None
-            event = t.cast(StreamEvent, wire.event_from_wire(result_of(payload, request_id)))
+            event = t.cast(StreamEvent, decode(result_of(payload, request_id)))
             progress.update(event)
             yield event
     finally:

@@ -22,6 +22,7 @@ from .errors import InvalidParamsError
 from .model import (
     UNSET,
     Artifact,
+    AuthenticationInfo,
     Message,
     Part,
     PushConfig,
@@ -31,6 +32,7 @@ from .model import (
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
+    utcnow,
 )
 from .wire import format_timestamp
 
@@ -49,6 +51,7 @@ STATES: t.Final[dict[TaskState, str]] = {
     TaskState.AUTH_REQUIRED: "auth-required",
 }
 ROLES: t.Final[dict[Role, str]] = {Role.USER: "user", Role.AGENT: "agent"}
+_STATES_IN: t.Final = {name: state for state, name in STATES.items()}
 _ROLES_IN: t.Final = {"user": Role.USER, "agent": Role.AGENT}
 
 
@@ -435,3 +438,163 @@ def _security(requirements: t.Any) -> list[dict[str, list[str]]]:
                 for name, scopes in schemes.items()
             })
     return out
+
+
+# ----------------------------------------------------------- reading answers (the client)
+# A v0.3 server's answers read back into the model's objects, for a client speaking v0.3 to
+# an agent that serves nothing newer (``client/v03.py``). A shape this module cannot read is
+# -32602 as for params (the client raises it as the server's fault).
+
+
+def load_status(raw: t.Any, field: str = "status") -> TaskStatus:
+    data = _object(raw, field)
+    state = _STATES_IN.get(data.get("state"))  # type: ignore[arg-type]
+    if state is None:
+        raise _invalid(f"{field}.state", "is no v0.3 task state")
+    stamp = data.get("timestamp")
+    message = data.get("message")
+    return TaskStatus(
+        state,
+        wire.parse_timestamp(stamp) if isinstance(stamp, str) else utcnow(),
+        load_message(message, f"{field}.message") if message is not None else None,
+    )
+
+
+def load_artifact(raw: t.Any, field: str = "artifact") -> Artifact:
+    data = _object(raw, field)
+    parts = data.get("parts") or []
+    if not isinstance(parts, list):
+        raise _invalid(f"{field}.parts", "must be an array")
+    return Artifact(
+        artifact_id=str(data.get("artifactId") or ""),
+        parts=tuple(load_part(p, f"{field}.parts[{i}]") for i, p in enumerate(parts)),
+        name=_optional_str(data, "name", field),
+        description=_optional_str(data, "description", field),
+        metadata=data.get("metadata") if isinstance(data.get("metadata"), dict) else None,
+        extensions=tuple(e for e in data.get("extensions") or () if isinstance(e, str)),
+    )
+
+
+def load_task(raw: t.Any, field: str = "task") -> Task:
+    data = _object(raw, field)
+    if not isinstance(data.get("id"), str):
+        raise _invalid(f"{field}.id", "must be a string")
+    artifacts = data.get("artifacts") or []
+    history = data.get("history") or []
+    return Task(
+        id=data["id"],
+        context_id=str(data.get("contextId") or ""),
+        status=load_status(data.get("status"), f"{field}.status"),
+        artifacts=tuple(load_artifact(a, f"{field}.artifacts[{i}]")
+                        for i, a in enumerate(artifacts)),
+        history=tuple(load_message(m, f"{field}.history[{i}]") for i, m in enumerate(history)),
+        metadata=data.get("metadata") if isinstance(data.get("metadata"), dict) else None,
+    )
+
+
+def load_event(raw: t.Any) -> t.Any:
+    """A v0.3 result or stream event (by its ``kind``) as its model object."""
+    data = _object(raw, "result")
+    kind = data.get("kind")
+    if kind == "task":
+        return load_task(data)
+    if kind == "message":
+        return load_message(data, "result")
+    if kind == "status-update":
+        return TaskStatusUpdateEvent(
+            str(data.get("taskId") or ""), str(data.get("contextId") or ""),
+            load_status(data.get("status")),
+            data.get("metadata") if isinstance(data.get("metadata"), dict) else None,
+        )
+    if kind == "artifact-update":
+        return TaskArtifactUpdateEvent(
+            str(data.get("taskId") or ""), str(data.get("contextId") or ""),
+            load_artifact(data.get("artifact")), bool(data.get("append")),
+            bool(data.get("lastChunk")),
+            data.get("metadata") if isinstance(data.get("metadata"), dict) else None,
+        )
+    raise _invalid("result.kind", "is no v0.3 result kind")
+
+
+def load_push_config(raw: t.Any) -> PushConfig:
+    """A v0.3 TaskPushNotificationConfig (``{taskId, pushNotificationConfig}``)."""
+    data = _object(raw, "result")
+    flat = push_config_params(data.get("pushNotificationConfig"), "pushNotificationConfig")
+    auth = flat.get("authentication")
+    return PushConfig(
+        id=str(flat.get("id") or ""),
+        task_id=str(data.get("taskId") or ""),
+        url=str(flat.get("url") or ""),
+        token=flat.get("token"),
+        authentication=AuthenticationInfo(auth["scheme"], auth.get("credentials"))
+        if auth else None,
+    )
+
+
+def request_params(method: str, params: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """A v1.0 method's params (``A2AClient``'s) as the v0.3 method's (see :data:`METHODS`)."""
+    if method in ("SendMessage", "SendStreamingMessage"):
+        out: dict[str, t.Any] = {
+            "message": dump_message(wire.message_from_wire(params["message"])),
+        }
+        if params.get("metadata") is not None:
+            out["metadata"] = params["metadata"]
+        v1 = params.get("configuration") or {}
+        config: dict[str, t.Any] = {}
+        for key in ("historyLength", "acceptedOutputModes"):
+            if key in v1:
+                config[key] = v1[key]
+        if "returnImmediately" in v1:
+            config["blocking"] = not v1["returnImmediately"]
+        inline = v1.get("taskPushNotificationConfig")
+        if inline is not None:
+            config["pushNotificationConfig"] = _push_inner(inline)
+        if config:
+            out["configuration"] = config
+        return out
+    if method == "CreateTaskPushNotificationConfig":
+        return {"taskId": params.get("taskId"), "pushNotificationConfig": _push_inner(params)}
+    if method in ("GetTaskPushNotificationConfig", "DeleteTaskPushNotificationConfig"):
+        return {"id": params.get("taskId"), "pushNotificationConfigId": params.get("id")}
+    if method == "ListTaskPushNotificationConfigs":
+        return {"id": params.get("taskId")}
+    return {k: v for k, v in params.items() if k in ("id", "historyLength", "metadata")}
+
+
+def _push_inner(flat: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    inner = {k: flat[k] for k in ("id", "url", "token") if flat.get(k) is not None}
+    auth = flat.get("authentication")
+    if auth:
+        inner["authentication"] = {"schemes": [auth["scheme"]]}
+        if auth.get("credentials"):
+            inner["authentication"]["credentials"] = auth["credentials"]
+    return inner
+
+
+#: A v1.0 method -> the v0.3 method that does the same (ListTasks has none in v0.3).
+METHODS: t.Final = {
+    "SendMessage": "message/send",
+    "SendStreamingMessage": "message/stream",
+    "GetTask": "tasks/get",
+    "CancelTask": "tasks/cancel",
+    "SubscribeToTask": "tasks/resubscribe",
+    "CreateTaskPushNotificationConfig": "tasks/pushNotificationConfig/set",
+    "GetTaskPushNotificationConfig": "tasks/pushNotificationConfig/get",
+    "ListTaskPushNotificationConfigs": "tasks/pushNotificationConfig/list",
+    "DeleteTaskPushNotificationConfig": "tasks/pushNotificationConfig/delete",
+    "GetExtendedAgentCard": "agent/getAuthenticatedExtendedCard",
+}
+
+
+def v1_result(method: str, result: t.Any) -> t.Any:
+    """A v0.3 method's result as the v1.0 method's (the JSON ``A2AClient`` reads)."""
+    if method == "SendMessage":
+        return wire.dump_event(load_event(result))
+    if method in ("GetTask", "CancelTask"):
+        return wire.dump_task(load_task(result))
+    if method in ("CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig"):
+        return wire.dump_push_config(load_push_config(result))
+    if method == "ListTaskPushNotificationConfigs":
+        configs = result if isinstance(result, list) else []
+        return {"configs": [wire.dump_push_config(load_push_config(c)) for c in configs]}
+    return result
