@@ -22,7 +22,7 @@ from ..protocol.extensions import Activation
 from ..protocol.scrub import scrub
 from .checks import admit, check_origin, finish, internal_error, invoke, preflight
 from .rest import JSON_HEADERS, Body, body_params, error_reply, query_params
-from .v03 import VERSION
+from .v03 import VERSION, translate_stream
 
 #: The prefix of every v0.3 route below the REST mount.
 PREFIX: t.Final = "v1/"
@@ -85,9 +85,9 @@ class _Methods:
 
     def stream(self, call: Call) -> t.Any:
         params = v03_rest.send_params(call.params)
-        return _translate_stream(self.table["SendStreamingMessage"](
+        return translate_stream(self.table["SendStreamingMessage"](
             call._replace(params=params, protocol_version=VERSION)
-        ))
+        ), _v03_event)
 
     def get_task(self, call: Call) -> t.Any:
         params = {"id": call.params["id"]}
@@ -101,9 +101,9 @@ class _Methods:
         return v03_rest.dump_task(wire.task_from_wire(task))
 
     def resubscribe(self, call: Call) -> t.Any:
-        return _translate_stream(self.table["SubscribeToTask"](
+        return translate_stream(self.table["SubscribeToTask"](
             call._replace(params={"id": call.params["id"]}, protocol_version=VERSION)
-        ))
+        ), _v03_event)
 
     def set_push(self, call: Call) -> t.Any:
         params = v03_rest.create_push_params(call.params, call.params["id"])
@@ -185,26 +185,11 @@ def handle(
     return finish(http, reply, activated)
 
 
-_DATA: t.Final = b"data: "
 _EVENT_KEYS: t.Final = ("task", "message", "statusUpdate", "artifactUpdate")
 
 
-def _translate_stream(reply: Reply) -> Reply:
-    if isinstance(reply.body, str):
-        return reply
-    return Reply(reply.status, reply.headers, _translated(reply.body))
-
-
-def _translated(body: t.Iterator[bytes]) -> t.Iterator[bytes]:
-    """Each bare v1.0 StreamResponse event as the v0.3 one (keep-alives pass as they are)."""
-    try:
-        for chunk in body:
-            doc = json.loads(chunk[len(_DATA):]) if chunk.startswith(_DATA) else None
-            if isinstance(doc, dict) and any(key in doc for key in _EVENT_KEYS):
-                event = v03_rest.dump_event(wire.event_from_wire(doc))
-                chunk = b"data: " + jsonrpc.encode(event).encode() + b"\n\n"
-            yield chunk
-    finally:
-        close = getattr(body, "close", None)
-        if close is not None:
-            close()
+def _v03_event(doc: t.Any) -> t.Any:
+    """A bare v1.0 StreamResponse as the v0.3 one (anything else, an error, as it is)."""
+    if isinstance(doc, dict) and any(key in doc for key in _EVENT_KEYS):
+        return v03_rest.dump_event(wire.event_from_wire(doc))
+    return doc

@@ -151,26 +151,36 @@ def methods(table: t.Mapping[str, Method]) -> dict[str, Method]:
 _DATA: t.Final = b"data: "
 
 
-def translate_stream(reply: Reply) -> Reply:
-    """The v1.0 stream with each event rewritten as v0.3 (keep-alives pass as they are)."""
+def translate_stream(
+    reply: Reply, rewrite: t.Callable[[t.Any], t.Any] | None = None
+) -> Reply:
+    """The v1.0 stream with each event rewritten as v0.3 (keep-alives pass as they are).
+
+    ``rewrite``: one event's JSON (parsed) -> the v0.3 one; by default a JSON-RPC response's
+    v1.0 result becomes the v0.3 result (``rest_v03.py`` passes its own, for bare events).
+    """
     if isinstance(reply.body, str):
         return reply
-    return Reply(reply.status, reply.headers, _translated(reply.body))
+    return Reply(reply.status, reply.headers, _translated(reply.body, rewrite or _v03_response))
 
 
-def _translated(body: t.Iterator[bytes]) -> t.Iterator[bytes]:
+def _translated(
+    body: t.Iterator[bytes], rewrite: t.Callable[[t.Any], t.Any]
+) -> t.Iterator[bytes]:
     try:
         for chunk in body:
-            yield translate_event(chunk) if chunk.startswith(_DATA) else chunk
+            if chunk.startswith(_DATA):
+                doc = rewrite(json.loads(chunk[len(_DATA):]))
+                chunk = _DATA + jsonrpc.encode(doc).encode() + b"\n\n"
+            yield chunk
     finally:
         close = getattr(body, "close", None)
         if close is not None:
             close()
 
 
-def translate_event(chunk: bytes) -> bytes:
-    """One SSE event holding a JSON-RPC response (v1.0 result) as the v0.3 one."""
-    response = json.loads(chunk[len(_DATA):])
-    if "result" in response:
+def _v03_response(response: t.Any) -> t.Any:
+    """A JSON-RPC response holding a v1.0 StreamResponse as the v0.3 one (an error as is)."""
+    if isinstance(response, dict) and "result" in response:
         response["result"] = v03.dump_event(wire.event_from_wire(response["result"]))
-    return b"data: " + jsonrpc.encode(response).encode() + b"\n\n"
+    return response

@@ -82,13 +82,28 @@ def dump_part(part: Part) -> dict[str, t.Any]:
     return out
 
 
-def dump_message(message: Message) -> dict[str, t.Any]:
-    out: dict[str, t.Any] = {
-        "kind": "message",
-        "messageId": message.message_id,
-        "role": ROLES.get(message.role, "agent"),
-        "parts": [dump_part(p) for p in message.parts],
-    }
+class Spelling(t.NamedTuple):
+    """How a v0.3 binding spells what both write: JSON-RPC's objects (``kind`` tags, kebab
+    states, ``user``) or HTTP+JSON's proto JSON (``v03_rest.py``: enum names, ``content``)."""
+
+    kinds: bool
+    #: The key of a message's parts.
+    parts: str
+    roles: t.Mapping[Role, str]
+    states: t.Mapping[TaskState, str]
+    #: Whether a message carries ``referenceTaskIds`` (the v0.3 proto has no such field).
+    references: bool
+    part: t.Callable[[Part], dict[str, t.Any]]
+
+
+JSONRPC: t.Final = Spelling(True, "parts", ROLES, STATES, True, dump_part)
+
+
+def dump_message(message: Message, spelling: Spelling = JSONRPC) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {"kind": "message"} if spelling.kinds else {}
+    out["messageId"] = message.message_id
+    out["role"] = spelling.roles.get(message.role, "agent")
+    out[spelling.parts] = [spelling.part(p) for p in message.parts]
     if message.context_id:
         out["contextId"] = message.context_id
     if message.task_id:
@@ -97,15 +112,15 @@ def dump_message(message: Message) -> dict[str, t.Any]:
         out["metadata"] = message.metadata
     if message.extensions:
         out["extensions"] = list(message.extensions)
-    if message.reference_task_ids:
+    if spelling.references and message.reference_task_ids:
         out["referenceTaskIds"] = list(message.reference_task_ids)
     return out
 
 
-def dump_artifact(artifact: Artifact) -> dict[str, t.Any]:
+def dump_artifact(artifact: Artifact, spelling: Spelling = JSONRPC) -> dict[str, t.Any]:
     out: dict[str, t.Any] = {
         "artifactId": artifact.artifact_id,
-        "parts": [dump_part(p) for p in artifact.parts],
+        "parts": [spelling.part(p) for p in artifact.parts],
     }
     if artifact.name:
         out["name"] = artifact.name
@@ -118,25 +133,23 @@ def dump_artifact(artifact: Artifact) -> dict[str, t.Any]:
     return out
 
 
-def dump_status(status: TaskStatus) -> dict[str, t.Any]:
-    out: dict[str, t.Any] = {"state": STATES[status.state]}
+def dump_status(status: TaskStatus, spelling: Spelling = JSONRPC) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {"state": spelling.states[status.state]}
     if status.message is not None:
-        out["message"] = dump_message(status.message)
+        out["message"] = dump_message(status.message, spelling)
     out["timestamp"] = format_timestamp(status.timestamp)
     return out
 
 
-def dump_task(task: Task) -> dict[str, t.Any]:
-    out: dict[str, t.Any] = {
-        "kind": "task",
-        "id": task.id,
-        "contextId": task.context_id,
-        "status": dump_status(task.status),
-    }
+def dump_task(task: Task, spelling: Spelling = JSONRPC) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {"kind": "task"} if spelling.kinds else {}
+    out["id"] = task.id
+    out["contextId"] = task.context_id
+    out["status"] = dump_status(task.status, spelling)
     if task.artifacts:
-        out["artifacts"] = [dump_artifact(a) for a in task.artifacts]
+        out["artifacts"] = [dump_artifact(a, spelling) for a in task.artifacts]
     if task.history:
-        out["history"] = [dump_message(m) for m in task.history]
+        out["history"] = [dump_message(m, spelling) for m in task.history]
     if task.metadata is not None:
         out["metadata"] = task.metadata
     return out
@@ -147,30 +160,19 @@ def task_json(task: Task) -> str:
     return json.dumps(dump_task(task), separators=(",", ":"), ensure_ascii=False)
 
 
-def dump_event(event: t.Any) -> dict[str, t.Any]:
-    """One stream event (a Task, a Message, or an update) as its v0.3 object."""
-    if isinstance(event, Task):
-        return dump_task(event)
-    if isinstance(event, Message):
-        return dump_message(event)
+def dump_update(
+    event: TaskStatusUpdateEvent | TaskArtifactUpdateEvent, spelling: Spelling = JSONRPC
+) -> dict[str, t.Any]:
+    """A status or artifact update's fields (its ``kind``, or its StreamResponse member, is
+    the caller's)."""
+    out: dict[str, t.Any] = {"taskId": event.task_id, "contextId": event.context_id}
     if isinstance(event, TaskStatusUpdateEvent):
         state = event.status.state
-        out: dict[str, t.Any] = {
-            "kind": "status-update",
-            "taskId": event.task_id,
-            "contextId": event.context_id,
-            "status": dump_status(event.status),
-            # v1.0 dropped the flag: a stream ends at a terminal or paused state.
-            "final": state.terminal or state.interrupted,
-        }
+        out["status"] = dump_status(event.status, spelling)
+        # v1.0 dropped the flag: a stream ends at a terminal or paused state.
+        out["final"] = state.terminal or state.interrupted
     else:
-        assert isinstance(event, TaskArtifactUpdateEvent)
-        out = {
-            "kind": "artifact-update",
-            "taskId": event.task_id,
-            "contextId": event.context_id,
-            "artifact": dump_artifact(event.artifact),
-        }
+        out["artifact"] = dump_artifact(event.artifact, spelling)
         if event.append:
             out["append"] = True
         if event.last_chunk:
@@ -180,17 +182,24 @@ def dump_event(event: t.Any) -> dict[str, t.Any]:
     return out
 
 
+def dump_event(event: t.Any) -> dict[str, t.Any]:
+    """One stream event (a Task, a Message, or an update) as its v0.3 object."""
+    if isinstance(event, Task):
+        return dump_task(event)
+    if isinstance(event, Message):
+        return dump_message(event)
+    kind = "status-update" if isinstance(event, TaskStatusUpdateEvent) else "artifact-update"
+    return {"kind": kind, **dump_update(event)}
+
+
+def push_config_inner(config: PushConfig) -> dict[str, t.Any]:
+    """A PushNotificationConfig (``{id, url, token, authentication: {schemes}}``)."""
+    return _push_inner(wire.dump_push_config(config))
+
+
 def dump_push_config(config: PushConfig) -> dict[str, t.Any]:
     """A TaskPushNotificationConfig: ``{taskId, pushNotificationConfig}``."""
-    inner: dict[str, t.Any] = {"id": config.id, "url": config.url}
-    if config.token:
-        inner["token"] = config.token
-    if config.authentication is not None:
-        auth: dict[str, t.Any] = {"schemes": [config.authentication.scheme]}
-        if config.authentication.credentials:
-            auth["credentials"] = config.authentication.credentials
-        inner["authentication"] = auth
-    return {"taskId": config.task_id, "pushNotificationConfig": inner}
+    return {"taskId": config.task_id, "pushNotificationConfig": push_config_inner(config)}
 
 
 # --------------------------------------------------------------------------- reading

@@ -15,24 +15,20 @@ import base64
 import binascii
 import typing as t
 
-from . import wire
+from . import v03, wire
 from .errors import InvalidParamsError
 from .model import (
     UNSET,
-    Artifact,
     Message,
     Part,
     PushConfig,
     Role,
     Task,
-    TaskArtifactUpdateEvent,
     TaskState,
-    TaskStatus,
     TaskStatusUpdateEvent,
 )
-from .v03 import push_config_params
+from .v03 import Spelling, push_config_params
 
-_STATE_NAMES: t.Final = {TaskState.CANCELED: "TASK_STATE_CANCELLED"}
 _ROLES_IN: t.Final = {"ROLE_USER": Role.USER, "ROLE_AGENT": Role.AGENT, 1: Role.USER, 2: Role.AGENT}
 
 
@@ -61,58 +57,19 @@ def dump_part(part: Part) -> dict[str, t.Any]:
     return out
 
 
-def dump_message(message: Message) -> dict[str, t.Any]:
-    out: dict[str, t.Any] = {
-        "messageId": message.message_id,
-        "role": message.role.value,
-        "content": [dump_part(p) for p in message.parts],
-    }
-    if message.context_id:
-        out["contextId"] = message.context_id
-    if message.task_id:
-        out["taskId"] = message.task_id
-    if message.metadata is not None:
-        out["metadata"] = message.metadata
-    if message.extensions:
-        out["extensions"] = list(message.extensions)
-    return out
-
-
-def dump_artifact(artifact: Artifact) -> dict[str, t.Any]:
-    out: dict[str, t.Any] = {
-        "artifactId": artifact.artifact_id,
-        "parts": [dump_part(p) for p in artifact.parts],
-    }
-    if artifact.name:
-        out["name"] = artifact.name
-    if artifact.description:
-        out["description"] = artifact.description
-    if artifact.metadata is not None:
-        out["metadata"] = artifact.metadata
-    if artifact.extensions:
-        out["extensions"] = list(artifact.extensions)
-    return out
-
-
-def dump_status(status: TaskStatus) -> dict[str, t.Any]:
-    out: dict[str, t.Any] = {"state": _STATE_NAMES.get(status.state, status.state.value)}
-    if status.message is not None:
-        out["message"] = dump_message(status.message)
-    out["timestamp"] = wire.format_timestamp(status.timestamp)
-    return out
+REST: t.Final = Spelling(
+    kinds=False,
+    parts="content",
+    roles={role: role.value for role in Role},
+    states={**{state: state.value for state in TaskState},
+            TaskState.CANCELED: "TASK_STATE_CANCELLED"},
+    references=False,
+    part=dump_part,
+)
 
 
 def dump_task(task: Task) -> dict[str, t.Any]:
-    out: dict[str, t.Any] = {
-        "id": task.id, "contextId": task.context_id, "status": dump_status(task.status),
-    }
-    if task.artifacts:
-        out["artifacts"] = [dump_artifact(a) for a in task.artifacts]
-    if task.history:
-        out["history"] = [dump_message(m) for m in task.history]
-    if task.metadata is not None:
-        out["metadata"] = task.metadata
-    return out
+    return v03.dump_task(task, REST)
 
 
 def dump_event(event: t.Any) -> dict[str, t.Any]:
@@ -121,40 +78,15 @@ def dump_event(event: t.Any) -> dict[str, t.Any]:
     if isinstance(event, Task):
         return {"task": dump_task(event)}
     if isinstance(event, Message):
-        return {"message": dump_message(event)}
-    if isinstance(event, TaskStatusUpdateEvent):
-        state = event.status.state
-        update: dict[str, t.Any] = {
-            "taskId": event.task_id, "contextId": event.context_id,
-            "status": dump_status(event.status), "final": state.terminal or state.interrupted,
-        }
-        if event.metadata is not None:
-            update["metadata"] = event.metadata
-        return {"statusUpdate": update}
-    assert isinstance(event, TaskArtifactUpdateEvent)
-    update = {"taskId": event.task_id, "contextId": event.context_id,
-              "artifact": dump_artifact(event.artifact)}
-    if event.append:
-        update["append"] = True
-    if event.last_chunk:
-        update["lastChunk"] = True
-    if event.metadata is not None:
-        update["metadata"] = event.metadata
-    return {"artifactUpdate": update}
+        return {"message": v03.dump_message(event, REST)}
+    member = "statusUpdate" if isinstance(event, TaskStatusUpdateEvent) else "artifactUpdate"
+    return {member: v03.dump_update(event, REST)}
 
 
 def dump_push_config(config: PushConfig) -> dict[str, t.Any]:
-    inner: dict[str, t.Any] = {"id": config.id, "url": config.url}
-    if config.token:
-        inner["token"] = config.token
-    if config.authentication is not None:
-        auth: dict[str, t.Any] = {"schemes": [config.authentication.scheme]}
-        if config.authentication.credentials:
-            auth["credentials"] = config.authentication.credentials
-        inner["authentication"] = auth
     return {
         "name": f"tasks/{config.task_id}/pushNotificationConfigs/{config.id}",
-        "pushNotificationConfig": inner,
+        "pushNotificationConfig": v03.push_config_inner(config),
     }
 
 
