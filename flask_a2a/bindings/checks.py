@@ -195,6 +195,11 @@ def check_content_type(http: HTTPRequest) -> None:
             "Incompatible content types: send application/json"
         )
 
+def check_version(http: HTTPRequest) -> None:
+    """The ``A2A-Version`` a 1.0-only check accepts: none, or 1.x (else -32009)."""
+    requested_version(http, "")
+
+
 def requested_version(
     http: HTTPRequest, name: str, legacy: t.Collection[str] = ()
 ) -> str:
