@@ -20,7 +20,7 @@ from flask import Flask, Response, abort, has_request_context, request
 from werkzeug.http import http_date
 
 from ..exchange.router import Skill
-from ..protocol import v03
+from ..protocol import v03_card
 from ..protocol.extensions import AgentExtension, declared_extensions
 
 if t.TYPE_CHECKING:
@@ -175,7 +175,7 @@ def build_card(
         out["securityRequirements"] = [dict(r) for r in card.security_requirements]
     if card.icon_url:
         out["iconUrl"] = card.icon_url
-    return v03.card_fields(out, legacy) if legacy else out
+    return v03_card.card_fields(out, legacy) if legacy else out
 
 
 def etag_of(body: str) -> str:

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
     encode_dss_signature,
 )
 
-from ..protocol import v03
+from ..protocol import v03_card
 
 PrivateKey: t.TypeAlias = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 PublicKey: t.TypeAlias = ec.EllipticCurvePublicKey | rsa.RSAPublicKey
@@ -81,7 +81,7 @@ def _clean_empty(value: t.Any) -> t.Any:
 def canonical_payload(card: t.Mapping[str, t.Any]) -> bytes:
     """The bytes a signature covers: the card minus ``signatures``, normalized, then JCS."""
     body = json.loads(json.dumps({k: v for k, v in card.items() if k != "signatures"}))
-    body = v03.without_card_fields(body)  # as the SDK's proto parse drops them
+    body = v03_card.without_card_fields(body)  # as the SDK's proto parse drops them
     _drop_default_flags(body)
     return rfc8785.dumps(_clean_empty(body) or {})
 
