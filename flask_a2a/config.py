@@ -75,6 +75,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_PUSH_RETRY_MAX_DELAY": 60.0,
     "A2A_PUSH_PAUSE_AFTER": 20,
     "A2A_PUSH_PAUSE_SECONDS": 600.0,
+    "A2A_PROTOCOL_VERSIONS": ("1.0",),
 }
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
@@ -88,6 +89,8 @@ CONSOLE_PRINCIPALS: t.Final = ("required", "optional")
 BINDINGS: t.Final = ("JSONRPC", "HTTP+JSON")
 #: ``A2A_CHECK_MEDIA_TYPES`` values (``True`` reads as ``refuse``, ``False`` as ``off``).
 MEDIA_CHECKS: t.Final = ("refuse", "log", "off")
+#: A2A versions the endpoints can serve (``A2A_PROTOCOL_VERSIONS``; 1.0 always).
+PROTOCOL_VERSIONS: t.Final = ("1.0", "0.3")
 
 #: Keys where the spec says "0 = the default".
 _ZERO_IS_DEFAULT: t.Final = (
@@ -254,6 +257,9 @@ class Settings:
     push_pause_after: int = 20
     #: Seconds a paused config stays paused.
     push_pause_seconds: float = 600.0
+    #: The A2A versions served on the same endpoints: 1.0, and 0.3 beside it when listed
+    #: (docs/protocol-versions.md).
+    protocol_versions: tuple[str, ...] = ("1.0",)
 
     @property
     def rest_mount(self) -> str | None:
@@ -331,6 +337,12 @@ class Settings:
             )
         if self.preferred_binding == "HTTP+JSON" and self.rest_mount is None:
             raise ConfigError("A2A_PREFERRED_BINDING is HTTP+JSON but A2A_REST_PATH turns REST off")
+        unknown = [v for v in self.protocol_versions if v not in PROTOCOL_VERSIONS]
+        if unknown or "1.0" not in self.protocol_versions:
+            raise ConfigError(
+                f"A2A_PROTOCOL_VERSIONS must list 1.0 and may add 0.3, "
+                f"got {list(self.protocol_versions)!r}"
+            )
         self._validate_console()
         self._validate_push_queue()
 

@@ -21,6 +21,8 @@ from flask import Blueprint, Flask, Request, Response, current_app, has_app_cont
 from .agents import DEFAULT_AGENT, REGISTRY_KEY, Scoping, agents, check_name
 from .bindings import jsonrpc as jsonrpc_binding
 from .bindings import rest as rest_binding
+from .bindings import rest_v03 as rest_v03_binding
+from .bindings import v03 as v03_binding
 from .card.document import (
     AGENT_CARD_PATH,
     PROTECTED_RESOURCE_PATH,
@@ -99,6 +101,16 @@ class A2AState:
         self.scoping: Scoping | None = None
         #: The store as ``store_for`` made it (agents of one app share it).
         self.store_handle: LazyStore | None = None
+        #: The method tables of the versions served beside 1.0 (A2A_PROTOCOL_VERSIONS).
+        self.legacy: dict[str, t.Mapping[str, t.Any]] | None = (
+            {"0.3": v03_binding.methods(exchange.methods)}
+            if "0.3" in exchange.settings.protocol_versions
+            else None
+        )
+        #: The v0.3 HTTP+JSON routes (``{A2A_REST_PATH}/v1/...``), when 0.3 is served.
+        self.legacy_rest: t.Mapping[str, t.Any] | None = (
+            rest_v03_binding.methods(exchange.methods) if self.legacy is not None else None
+        )
 
     def store(self) -> Store:
         """The task store (chosen now if it was not yet: see ``store_choice``)."""
@@ -555,7 +567,8 @@ def _exchange_view() -> Response:
     state = _agent_state()
     exchange = state.exchange
     return _answer(state, jsonrpc_binding.handle(
-        _http_request(state), exchange.settings, exchange.methods, exchange.extensions
+        _http_request(state), exchange.settings, exchange.methods, exchange.extensions,
+        legacy=state.legacy,
     ))
 
 
@@ -566,6 +579,11 @@ def _rest_view(route: str = "") -> Response:
 
 def _rest_answer(state: A2AState, route: str) -> Response:
     exchange = state.exchange
+    if state.legacy_rest is not None and route.startswith(rest_v03_binding.PREFIX):
+        return _answer(state, rest_v03_binding.handle(
+            _http_request(state), route[len(rest_v03_binding.PREFIX):], exchange.settings,
+            state.legacy_rest, exchange.extensions,
+        ))
     return _answer(state, rest_binding.handle(
         _http_request(state), route, exchange.settings, exchange.methods, exchange.extensions
     ))

@@ -80,6 +80,8 @@ def test_configuration_page_lists_every_key_with_its_default() -> None:
         assert row is not None, f"{key} is not documented"
         shown = row.split("|")[2].strip().strip("`")
         expected = json.dumps(default) if not isinstance(default, tuple) else "()"
+        if isinstance(default, tuple) and default:
+            expected = json.dumps(list(default))
         if isinstance(default, bool):
             expected = str(default)
         if default is None:

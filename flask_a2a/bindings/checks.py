@@ -41,16 +41,25 @@ JSON_HEADERS: t.Final = (
 )
 CONTENT_TYPES: t.Final = frozenset({"application/json", "application/a2a+json"})
 _VERSION = re.compile(r"^1(\.\d+){0,2}$")
+_VERSION_03 = re.compile(r"^0\.3(\.\d+)?$")
 
 
 def admit(
-    http: HTTPRequest, methods: t.Mapping[str, Method], name: str
+    http: HTTPRequest,
+    methods: t.Mapping[str, Method],
+    name: str,
+    legacy: t.Mapping[str, t.Mapping[str, Method]] | None = None,
 ) -> tuple[Principal, Method]:
     """What every binding checks once it knows the method's name, in this order: the caller
-    (401 / -31401), the ``A2A-Version`` (-32009), the method itself (-32601)."""
+    (401 / -31401), the ``A2A-Version`` (-32009), the method itself (-32601).
+
+    ``legacy``: the method tables of the other versions served (``{"0.3": ...}`` when
+    ``A2A_PROTOCOL_VERSIONS`` holds it); :func:`requested_version` picks the table.
+    """
     principal = authenticate(http)
-    check_version(http)
-    method = methods.get(name)
+    version = requested_version(http, name, legacy or {})
+    table = methods if version == "1.0" else (legacy or {}).get(version, {})
+    method = table.get(name)
     if method is None:
         raise MethodNotFoundError(f"Method not found: {scrub(name)[:100]}")
     return principal, method
@@ -190,9 +199,28 @@ def check_content_type(http: HTTPRequest) -> None:
         )
 
 def check_version(http: HTTPRequest) -> None:
+    """The ``A2A-Version`` a 1.0-only check accepts: none, or 1.x (else -32009)."""
+    requested_version(http, "")
+
+
+def requested_version(
+    http: HTTPRequest, name: str, legacy: t.Collection[str] = ()
+) -> str:
+    """Which version a call speaks (docs/protocol-versions.md): the ``A2A-Version`` header
+    (or query parameter) when given; without one, a slash-form method name (``message/send``)
+    is 0.3 and any other (``SendMessage``) 1.0, so ``curl`` without the header keeps working.
+    An explicit version this server does not serve is -32009; ``legacy``: the versions served
+    beside 1.0."""
     version = (http.headers.get("A2A-Version") or http.query.get("A2A-Version") or "").strip()
-    if version and not _VERSION.match(version):
-        raise VersionNotSupportedError(
-            f"Protocol version {scrub(version)[:20]} is not supported; this server speaks 1.0",
-            metadata={"supportedVersions": "1.0"},
-        )
+    if not version:
+        return "0.3" if "/" in name else "1.0"
+    if _VERSION.match(version):
+        return "1.0"
+    if _VERSION_03.match(version) and "0.3" in legacy:
+        return "0.3"
+    supported = ", ".join(["1.0", *legacy])
+    raise VersionNotSupportedError(
+        f"Protocol version {scrub(version)[:20]} is not supported; this server speaks "
+        f"{supported}",
+        metadata={"supportedVersions": supported},
+    )

@@ -21,6 +21,7 @@ from ..protocol.errors import (
     UnauthenticatedError,
 )
 from ..protocol.extensions import Activation
+from . import v03
 from .checks import (
     JSON_HEADERS,
     admit,
@@ -44,8 +45,13 @@ def handle(
     methods: t.Mapping[str, Method],
     extensions: Activation | None = None,
     streaming: t.Collection[str] = STREAMING_METHODS,
+    legacy: t.Mapping[str, t.Mapping[str, Method]] | None = None,
 ) -> Reply:
-    """Run one request through the pipeline, in the order design.md §4 gives."""
+    """Run one request through the pipeline, in the order design.md §4 gives.
+
+    ``legacy``: the method tables of the older versions served beside 1.0 (``{"0.3":
+    v03.methods(...)}``), chosen per call by ``checks.requested_version``.
+    """
     request_id: jsonrpc.RequestId | jsonrpc._NoId = jsonrpc.NO_ID
     activated: tuple[str, ...] = ()
     stream = False  # the request named a streaming method that exists
@@ -63,8 +69,8 @@ def handle(
             request_id = exc.request_id
             raise exc.error from None
         request_id = request.id
-        principal, method = admit(http, methods, request.method)
-        stream = request.method in streaming
+        principal, method = admit(http, methods, request.method, legacy)
+        stream = request.method in streaming or request.method in v03.STREAMING_METHODS
         if extensions is not None:  # -32008 here: before the method writes anything
             activated = extensions.activate(http.headers, request.method)
         call = Call(request.id, request.params, principal, http, activated)

@@ -20,6 +20,7 @@ from flask import Flask, Response, abort, has_request_context, request
 from werkzeug.http import http_date
 
 from ..exchange.router import Skill
+from ..protocol import v03_card
 from ..protocol.extensions import AgentExtension, declared_extensions
 
 if t.TYPE_CHECKING:
@@ -32,6 +33,9 @@ AGENT_CARD_PATH: t.Final = "/.well-known/agent-card.json"
 PROTECTED_RESOURCE_PATH: t.Final = "/.well-known/oauth-protected-resource"
 HEALTH_PATH: t.Final = "/healthz"
 PROTOCOL_VERSION: t.Final = "1.0"
+#: The v0.3 interfaces the card lists when A2A_PROTOCOL_VERSIONS has 0.3: the bindings that
+#: serve it (``bindings/v03.py``).
+V03_BINDINGS: t.Final = frozenset({"JSONRPC", "HTTP+JSON"})
 
 #: Signed cards kept per distinct unsigned card (the base URL may vary with the Host header).
 _SIGNED_CACHE_SIZE: t.Final = 32
@@ -122,9 +126,12 @@ def build_card(
     include_unlisted: bool = False,
     rest_url: str | None = None,
     rest_first: bool = False,
+    protocol_versions: t.Collection[str] = ("1.0",),
 ) -> dict[str, t.Any]:
     """The AgentCard in ProtoJSON (without signatures); ``rest_url``: the HTTP+JSON
-    interface, listed after the JSON-RPC one unless ``rest_first``."""
+    interface, listed after the JSON-RPC one unless ``rest_first``. With ``"0.3"`` in
+    ``protocol_versions`` the same URLs are listed again as v0.3 interfaces, and the card
+    carries the fields a v0.3 resolver reads (``url``, ``protocolVersion``...)."""
     capabilities: dict[str, t.Any] = {
         "streaming": streaming,
         "pushNotifications": push,
@@ -142,10 +149,17 @@ def build_card(
             0 if rest_first else 1,
             {"url": rest_url, "protocolBinding": "HTTP+JSON", "protocolVersion": PROTOCOL_VERSION},
         )
+    legacy = []
+    if "0.3" in protocol_versions:
+        legacy = [
+            {**i, "protocolVersion": "0.3"}
+            for i in interfaces
+            if i["protocolBinding"] in V03_BINDINGS
+        ]
     out: dict[str, t.Any] = {
         "name": card.name,
         "description": card.description,
-        "supportedInterfaces": interfaces,
+        "supportedInterfaces": interfaces + legacy,
         "version": card.version,
         "capabilities": capabilities,
         "defaultInputModes": list(card.default_input_modes),
@@ -162,7 +176,7 @@ def build_card(
         out["securityRequirements"] = [dict(r) for r in card.security_requirements]
     if card.icon_url:
         out["iconUrl"] = card.icon_url
-    return out
+    return v03_card.card_fields(out, legacy) if legacy else out
 
 
 def etag_of(body: str) -> str:
@@ -241,6 +255,7 @@ class CardPublisher:
             include_unlisted=include_unlisted,
             rest_url=None if rest is None else self.base_url() + rest,
             rest_first=self.settings.preferred_binding == "HTTP+JSON",
+            protocol_versions=self.settings.protocol_versions,
         )
         return self.sign(unsigned)
 

@@ -4,7 +4,9 @@ The payload is the card without ``signatures``, in the normal form the official 
 rebuilds from its protobuf parse (wire sheet §7): empty strings, lists and objects are dropped
 (cascading, so ``[{"schemes": {"bearer": {}}}]`` vanishes), and so are the two proto3 default
 booleans the proto does not track presence for. Signing anything else would give signatures the
-SDK rejects. Needs the ``signing`` extra (``cryptography``, ``rfc8785``).
+SDK rejects. The fields a card carries for v0.3 resolvers (docs/protocol-versions.md) are not
+in the v1.0 proto, so they are left out of the payload too. Needs the ``signing`` extra
+(``cryptography``, ``rfc8785``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
     decode_dss_signature,
     encode_dss_signature,
 )
+
+from ..protocol import v03_card
 
 PrivateKey: t.TypeAlias = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 PublicKey: t.TypeAlias = ec.EllipticCurvePublicKey | rsa.RSAPublicKey
@@ -77,6 +81,7 @@ def _clean_empty(value: t.Any) -> t.Any:
 def canonical_payload(card: t.Mapping[str, t.Any]) -> bytes:
     """The bytes a signature covers: the card minus ``signatures``, normalized, then JCS."""
     body = json.loads(json.dumps({k: v for k, v in card.items() if k != "signatures"}))
+    body = v03_card.without_card_fields(body)  # as the SDK's proto parse drops them
     _drop_default_flags(body)
     return rfc8785.dumps(_clean_empty(body) or {})
 

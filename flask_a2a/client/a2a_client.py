@@ -39,6 +39,7 @@ from ..protocol.model import (
     new_id,
 )
 from . import bindings
+from . import v03 as v03_client
 from .bindings import Interface, Transport
 from .sse import A2AClientError as A2AClientError
 from .sse import EventStream as EventStream
@@ -216,7 +217,15 @@ class A2AClient:
         client = cls(card_url, **options)
         try:
             card = client.get_agent_card(card_url)
-            client.use(bindings.choose(card, card_url, binding))
+            try:
+                client.use(bindings.choose(card, card_url, binding))
+            except A2AClientError:
+                # No 1.x interface: an agent that serves JSON-RPC in v0.3 only is spoken to in
+                # v0.3 (client/v03.py), unless another binding was asked for.
+                legacy = v03_client.legacy_endpoint(card, card_url)
+                if legacy is None or (binding and bindings.binding_name(binding) != "JSONRPC"):
+                    raise
+                client.transport = v03_client.V03Transport(legacy, client.session)
         except BaseException:
             client.close()
             raise

@@ -83,14 +83,18 @@ class EventStream:
     """
 
     def __init__(
-        self, response: requests.Response, unwrap: t.Callable[[t.Any], t.Any]
+        self,
+        response: requests.Response,
+        unwrap: t.Callable[[t.Any], t.Any],
+        decode: t.Callable[[t.Any], t.Any] = wire.event_from_wire,
     ) -> None:
         """``unwrap(payload)``: one event's StreamResponse JSON out of its envelope (the
-        binding's: a JSON-RPC response, or the bare object), raising a streamed error."""
+        binding's: a JSON-RPC response, or the bare object), raising a streamed error;
+        ``decode``: that JSON as its model object (a v0.3 event has its own reader)."""
         self.response = response
         self.progress = Progress()
         # The generator must not hold ``self``: with no cycle, dropping the stream closes it.
-        self._events = _events(response, unwrap, self.progress)
+        self._events = _events(response, unwrap, self.progress, decode)
         self._first: list[StreamEvent] = []
 
     def open(self) -> EventStream:
@@ -147,15 +151,19 @@ class Progress:
 
 
 def _events(
-    response: requests.Response, unwrap: t.Callable[[t.Any], t.Any], progress: Progress
+    response: requests.Response,
+    unwrap: t.Callable[[t.Any], t.Any],
+    progress: Progress,
+    decode: t.Callable[[t.Any], t.Any] = wire.event_from_wire,
 ) -> t.Generator[StreamEvent, None, None]:
+    """``decode``: a result as its event (``client/v03.py`` reads a v0.3 agent's events)."""
     try:
         for data in sse_data(_chunks(response)):
             try:
                 payload = json.loads(data)
             except ValueError:
                 raise A2AClientError("a stream event is not JSON") from None
-            event = t.cast(StreamEvent, wire.event_from_wire(unwrap(payload)))
+            event = t.cast(StreamEvent, decode(unwrap(payload)))
             progress.update(event)
             yield event
     finally:

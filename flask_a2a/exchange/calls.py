@@ -94,6 +94,10 @@ class Call(t.NamedTuple):
     #: The binding the call came in on: ``"jsonrpc"``, or ``"rest"`` (``rest.py``), whose
     #: stream events are bare StreamResponse objects, not JSON-RPC responses.
     binding: str = "jsonrpc"
+    #: The A2A version the binding speaks (``"1.0"``, or ``"0.3"`` from ``bindings/v03.py``).
+    #: The exchange never reads it; it only hands it to what outlives the call: a push
+    #: config remembers the shape its webhooks are sent in.
+    protocol_version: str = "1.0"
 
 
 Method = t.Callable[[Call], t.Any]

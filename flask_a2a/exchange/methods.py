@@ -243,7 +243,13 @@ class Exchange:
         params = read_send_params(call.params)
         if self.closing:
             raise UnsupportedOperationError("server is shutting down; no new runs are accepted")
-        return params["message"], params.get("configuration") or {}
+        config = params.get("configuration") or {}
+        inline = config.get("task_push_notification_config")
+        if inline is not None:  # the config's webhooks take the shape of the call's version
+            config["task_push_notification_config"] = {
+                **inline, "protocol_version": call.protocol_version,
+            }
+        return params["message"], config
 
     def live_runs(self) -> list[Run]:
         """The runs in flight in this process."""
@@ -407,6 +413,7 @@ class Exchange:
             )
         record = self.visible_record(params["task_id"], call.principal)
         push.check_url(params["url"])
+        params["protocol_version"] = call.protocol_version  # the shape its webhooks take
         return wire.dump_push_config(push.register(record, params))
 
     def get_push_config(self, call: Call) -> t.Any:

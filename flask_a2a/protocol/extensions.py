@@ -22,7 +22,9 @@ if t.TYPE_CHECKING:
 
 HEADER: t.Final = "A2A-Extensions"
 #: Methods that read about the agent rather than use it: a required extension is not enforced.
-DISCOVERY_METHODS: t.Final = frozenset({"GetExtendedAgentCard"})
+DISCOVERY_METHODS: t.Final = frozenset(
+    {"GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"}
+)
 
 
 @dataclasses.dataclass(frozen=True)

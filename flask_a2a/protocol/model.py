@@ -229,6 +229,9 @@ class PushConfig:
     token: str | None = None
     authentication: AuthenticationInfo | None = None
     tenant: str | None = None
+    #: The A2A version the config was registered over: its webhooks are sent in that
+    #: version's shape (a v0.3 config receives the v0.3 Task).
+    protocol_version: str = "1.0"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

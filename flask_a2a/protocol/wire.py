@@ -169,6 +169,15 @@ def dump_event(event: Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdat
     return {"artifactUpdate": update}
 
 
+def dump_stored_push_config(config: PushConfig) -> dict[str, t.Any]:
+    """A push config as a store keeps it: its wire form, and the version it was registered
+    over when not 1.0 (``push_config_from_wire`` reads it back)."""
+    out = dump_push_config(config)
+    if config.protocol_version != "1.0":
+        out["protocolVersion"] = config.protocol_version
+    return out
+
+
 def dump_push_config(config: PushConfig) -> dict[str, t.Any]:
     out: dict[str, t.Any] = {"id": config.id, "taskId": config.task_id, "url": config.url}
     if config.tenant:
@@ -298,4 +307,5 @@ def push_config_from_wire(data: dict[str, t.Any]) -> PushConfig:
         if auth
         else None,
         tenant=data.get("tenant"),
+        protocol_version=data.get("protocolVersion") or "1.0",
     )

@@ -33,6 +33,7 @@ from ..exchange.bus import BusEvent
 from ..ops import telemetry
 from ..ops.log_fields import fields
 from ..ops.metrics import NOOP, Recorder
+from ..protocol import v03
 from ..protocol.errors import InvalidParamsError
 from ..protocol.model import PushConfig, new_id
 from ..protocol.scrub import scrub
@@ -293,6 +294,11 @@ def _headers(config: PushConfig) -> dict[str, str]:
     return headers
 
 
+def _v03_body(record: TaskRecord) -> bytes:
+    """A v0.3 webhook's body: the task as it is now, a v0.3 Task (spec v0.3 §9.5)."""
+    return v03.task_json(record.task).encode()
+
+
 class PushSender:
     """What the exchange calls: ``check_url``, ``register`` and ``deliver`` (after each write).
 
@@ -366,6 +372,7 @@ class PushSender:
             token=params.get("token") or None,
             authentication=params.get("authentication"),
             tenant=params.get("tenant") or None,
+            protocol_version=params.get("protocol_version") or "1.0",
         )
         stored = config if self.secrets is None else self.secrets.seal(config)
         self.store.put_push_config(record.owner, stored, self.max_configs_per_task)
@@ -373,7 +380,9 @@ class PushSender:
         # Read after storing: any write this read misses lists the new config in deliver().
         current = self.store.get_task(record.task.id) or record
         if not current.state.terminal:  # a settled task will not change: nothing to tell
-            body = task_event_json(current.task).encode()
+            body = _v03_body(current) if config.protocol_version == "0.3" else (
+                task_event_json(current.task).encode()
+            )
             self.dispatcher.offer(record.owner, config, current.version, body, False)
         return config
 
@@ -402,8 +411,13 @@ class PushSender:
         if not configs:
             return
         body = event.result_json.encode()
+        v03_body: bytes | None = None
         terminal = record.state.terminal
         for config in configs:
+            if config.protocol_version == "0.3":  # v0.3 webhooks carry the whole Task
+                v03_body = v03_body or _v03_body(record)
+                self.dispatcher.offer(record.owner, config, event.version, v03_body, terminal)
+                continue
             self.dispatcher.offer(record.owner, config, event.version, body, terminal)
 
     def forget(self, task_id: str) -> None:

@@ -9,7 +9,7 @@ import typing as t
 
 from ..protocol.errors import UnencodableDataError
 from ..protocol.model import PushConfig, Task, Tier
-from ..protocol.wire import dump_artifact, dump_message, dump_push_config, dump_status
+from ..protocol.wire import dump_artifact, dump_message, dump_status, dump_stored_push_config
 from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
 
 
@@ -216,7 +216,7 @@ class MemoryStore:
         records.sort(key=_sort_key)
         return {
             "tasks": [record_json(r) for r in records],
-            "pushConfigs": [dump_push_config(c) for c in configs],
+            "pushConfigs": [dump_stored_push_config(c) for c in configs],
         }
 
     def erase_owner(self, owner: str) -> int:

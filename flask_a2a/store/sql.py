@@ -36,7 +36,7 @@ from sqlalchemy.engine import Connection, Engine
 from ..protocol.errors import InternalError
 from ..protocol.limits import MAX_KEY, MAX_TASK_ID, refusal, unstorable
 from ..protocol.model import TERMINAL_STATES, PushConfig, TaskState, Tier
-from ..protocol.wire import dump_push_config, push_config_from_wire, task_from_wire
+from ..protocol.wire import dump_stored_push_config, push_config_from_wire, task_from_wire
 from . import sql_counts, sql_driver, sql_mysql
 from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
 from .rounds import RoundFailed, Rounds
@@ -895,7 +895,7 @@ class SQLStore:
 
     def put_push_config(self, owner: str, config: PushConfig, keep: int) -> PushConfig:
         pc = self.push_configs.c
-        body = json.dumps(dump_push_config(config), separators=(",", ":"))
+        body = json.dumps(dump_stored_push_config(config), separators=(",", ":"))
         with self._tx() as conn:
             conn.execute(
                 self.push_configs.delete().where(pc.task_id == config.task_id, pc.id == config.id)
