@@ -104,6 +104,38 @@ def test_a_hung_database_bounds_the_boot_and_every_request(
     assert slow < CONNECT + SLACK
 
 
+#: The engine options docs/storage-and-scaling.md gives a host's engine (Flask-SQLAlchemy's
+#: ``SQLALCHEMY_ENGINE_OPTIONS``), with this module's bounds.
+HOST_OPTIONS: t.Final = {
+    "postgres": {"connect_args": {"connect_timeout": int(CONNECT)}, "pool_timeout": 5},
+    "mysql": {"connect_args": {"connect_timeout": CONNECT, "read_timeout": READ,
+                               "write_timeout": READ}, "pool_timeout": 5},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("how", ["engine options", "bound_waits"])
+def test_a_host_engine_is_bounded_by_the_documented_options(
+    kind: str, how: str, hung: FaultyDatabase
+) -> None:
+    from flask_a2a.store.sql import SQLStore
+    from flask_a2a.store.sql_waits import bound_waits
+
+    url = hung.url(real_url(kind))
+    if how == "engine options":
+        engine = sa.create_engine(url, **HOST_OPTIONS[kind])  # type: ignore[arg-type]
+    else:
+        engine = sa.create_engine(url)
+        bound_waits(engine, connect_timeout=CONNECT, read_timeout=READ)
+    try:
+        started = time.monotonic()
+        with pytest.raises(sa.exc.OperationalError):
+            SQLStore(engine)
+        assert time.monotonic() - started < max(CONNECT, READ) + SLACK
+    finally:
+        engine.dispose()
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_database_that_hangs_mid_service_fails_the_call_within_the_read_bound(
     kind: str, make_app: t.Callable[..., Flask], request: pytest.FixtureRequest
