@@ -84,6 +84,15 @@ def test_a_lost_notice_sends_the_stored_task_when_it_is_newer() -> None:
     assert store.reads == 2
 
 
+def test_a_write_with_nothing_to_show_is_no_gap() -> None:
+    """A follow-up kept in history is a write with no event: its notice moves the stream's
+    version on, so the next event is sent as it is, and nothing is read."""
+    store = Store()
+    sent = shown(Bus(), store, [event(2), BusEvent.noted("t", 3), event(4, final=True)])
+    assert sent == ["task@1", "event@2", "event@4"]
+    assert store.reads == 0
+
+
 def test_a_final_stored_task_ends_the_stream() -> None:
     store = Store()
     store.stored = ("task@9", 9, True)

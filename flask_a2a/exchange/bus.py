@@ -65,6 +65,17 @@ class BusEvent:
         return cls(task_id, 2**62, None, "", final=True, gone=True, local=local)
 
     @classmethod
+    def noted(cls, task_id: str, version: int) -> BusEvent:
+        """A write with nothing to show (a follow-up kept in the task's history): streams only
+        note its version, so the next event's does not look like a gap (:attr:`quiet`)."""
+        return cls(task_id, version, None, "", final=False)
+
+    @property
+    def quiet(self) -> bool:
+        """Made by :meth:`noted` (here or, through a shared bus, in another process)."""
+        return self._json == "" and not self.gone and not self.stale
+
+    @classmethod
     def lost(cls, task_id: str) -> BusEvent:
         """Events of the task may not have reached this process (a bus shared by replicas
         reconnected): its streams read the stored task and send what they missed."""

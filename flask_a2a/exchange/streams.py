@@ -245,7 +245,7 @@ def _opening(
             continue
         if event.gone:
             return None
-        if event.stale:
+        if event.stale or event.quiet:
             continue  # a held task is this run's alone: nothing can have been lost
         if isinstance(event.event, Task | Message):
             return event.result_json, event.version, event.final
@@ -348,6 +348,8 @@ def _relay(
             if event.version <= version:
                 continue  # already reflected by the snapshot (or a poll)
             version = event.version
+            if event.quiet:
+                continue  # a write with nothing to show (a follow-up in history)
             yield frame(feed.wrap(event.result_json)).encode()
             if event.final if ends is None else ends(event):
                 return
