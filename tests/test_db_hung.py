@@ -55,6 +55,19 @@ def hung() -> t.Iterator[FaultyDatabase]:
     database.close()
 
 
+@pytest.fixture
+def opened() -> t.Iterator[list[Flask]]:
+    """Apps whose store's own engine is disposed after the test (its pooled connections
+    closed now, not whenever the collector finds them)."""
+    apps: list[Flask] = []
+    yield apps
+    for app in apps:
+        store = app.extensions["a2a"].exchange.store._store  # the chosen store, if any
+        engine = getattr(store, "engine", None)
+        if engine is not None:
+            engine.dispose()
+
+
 def timed(fn: t.Callable[[], t.Any]) -> tuple[t.Any, float]:
     started = time.monotonic()
     value = fn()
@@ -138,7 +151,8 @@ def test_a_host_engine_is_bounded_by_the_documented_options(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_database_that_hangs_mid_service_fails_the_call_within_the_read_bound(
-    kind: str, make_app: t.Callable[..., Flask], request: pytest.FixtureRequest
+    kind: str, make_app: t.Callable[..., Flask], request: pytest.FixtureRequest,
+    opened: list[Flask],
 ) -> None:
     """Connections made, then the server stops answering: a read waits ``READ`` at most, its
     connection is discarded, and new ones wait ``CONNECT`` at most."""
@@ -151,6 +165,7 @@ def test_a_database_that_hangs_mid_service_fails_the_call_within_the_read_bound(
                   "A2A_DATABASE_CONNECT_TIMEOUT": CONNECT, "A2A_DATABASE_READ_TIMEOUT": READ,
                   "A2A_BLOCKING_WRITE_DELAY": 0, **AGENT}  # fmt: skip
         app = make_app(config=config, store=None)
+        opened.append(app)
         client = A2ATestClient(app, token="alice")
         done = send(client).result["task"]
         assert done["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -176,7 +191,8 @@ def test_a_database_that_hangs_mid_service_fails_the_call_within_the_read_bound(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_database_down_at_boot_serves_health_and_errors_then_heals_without_a_restart(
-    kind: str, make_app: t.Callable[..., Flask], request: pytest.FixtureRequest
+    kind: str, make_app: t.Callable[..., Flask], request: pytest.FixtureRequest,
+    opened: list[Flask],
 ) -> None:
     fixture = "new_pg_database" if kind == "postgres" else "new_mysql_database"
     url = request.getfixturevalue(fixture)()
@@ -186,6 +202,7 @@ def test_a_database_down_at_boot_serves_health_and_errors_then_heals_without_a_r
         config = {"A2A_DATABASE_URL": database.url(url),
                   "A2A_DATABASE_CONNECT_TIMEOUT": CONNECT, **AGENT}  # fmt: skip
         app = make_app(config=config, store=None)  # boots: the database is down
+        opened.append(app)
         client = A2ATestClient(app, token="alice")
         status, body = health(app)
         assert status == 503 and body["checks"]["store"].startswith("unreachable: "), body
