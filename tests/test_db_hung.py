@@ -62,8 +62,9 @@ def opened() -> t.Iterator[list[Flask]]:
     apps: list[Flask] = []
     yield apps
     for app in apps:
-        store = app.extensions["a2a"].exchange.store._store  # the chosen store, if any
-        engine = getattr(store, "engine", None)
+        exchange = app.extensions["a2a"].exchange
+        exchange.shutdown(timeout=5)  # its last store calls (retention trims) first
+        engine = getattr(exchange.store._store, "engine", None)  # the chosen store's, if any
         if engine is not None:
             engine.dispose()
 
