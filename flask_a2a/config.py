@@ -46,6 +46,8 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_STATEMENT_TIMEOUT": 5.0,
     "A2A_SQL_ASYNCHRONOUS_COMMIT": True,
     "A2A_CREATE_TABLES": True,
+    "A2A_DATABASE_CONNECT_TIMEOUT": 3.0,
+    "A2A_DATABASE_READ_TIMEOUT": None,
     "A2A_ALLOW_MEMORY_STORE_IN_WORKERS": False,
     "A2A_PUSH_TIMEOUT": 10.0,
     "A2A_ROLE": None,
@@ -157,6 +159,7 @@ _FIELDS: t.Final[dict[t.Any, tuple[t.Callable[[], fields.Field], str]]] = {  # t
     float: (lambda: fields.Float(allow_nan=False), "a number"),
     str: (fields.String, "a string"),
     str | None: (lambda: fields.String(allow_none=True), "a string or None"),
+    float | None: (lambda: fields.Float(allow_nan=False, allow_none=True), "a number or None"),
     tuple[str, ...]: (_Words, "a list of strings, or one comma- or space-separated string"),
 }
 
@@ -198,6 +201,10 @@ class Settings:
     sql_asynchronous_commit: bool = True
     #: The SQL store creates its tables when missing; off = migrations own them.
     create_tables: bool = True
+    #: Seconds a new connection of the store's own engine may take (client side).
+    database_connect_timeout: float = 3.0
+    #: Seconds any wait for the database may take (client side); None = statement timeout + 1.
+    database_read_timeout: float | None = None
     #: Serve from the memory store even in several worker processes (each sees only its own).
     allow_memory_store_in_workers: bool = False
     push_timeout: float = 10.0
@@ -315,6 +322,10 @@ class Settings:
             raise ConfigError(f"A2A_JWKS_PATH must start with '/', got {self.jwks_path!r}")
         if self.metrics_path is not None and not self.metrics_path.startswith("/"):
             raise ConfigError(f"A2A_METRICS_PATH must start with '/', got {self.metrics_path!r}")
+        if self.database_connect_timeout <= 0:
+            raise ConfigError("A2A_DATABASE_CONNECT_TIMEOUT must be positive")
+        if self.database_read_timeout is not None and self.database_read_timeout <= 0:
+            raise ConfigError("A2A_DATABASE_READ_TIMEOUT must be positive (or unset)")
         if self.role not in (None, "", "agent"):
             raise ConfigError(f"A2A_ROLE must be unset or 'agent', got {self.role!r}")
         if self.rest_path and not self.rest_path.startswith("/"):

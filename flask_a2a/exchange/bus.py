@@ -22,7 +22,7 @@ from .runner import gevent_patched
 class BusEvent:
     """One stored change of a task, as its streams and webhooks get it."""
 
-    __slots__ = ("task_id", "version", "event", "_json", "final", "gone", "local")
+    __slots__ = ("task_id", "version", "event", "_json", "final", "gone", "local", "stale")
 
     def __init__(
         self,
@@ -46,6 +46,9 @@ class BusEvent:
         #: Only this process's streams need it (a settled task trimmed by retention: no run
         #: and no stream elsewhere waits on it), so a bus shared by replicas sends it nowhere.
         self.local = local
+        #: Events of the task may have been lost on the way here (a shared bus came back
+        #: after an outage): its streams read the stored task (:meth:`lost`).
+        self.stale = False
 
     @property
     def result_json(self) -> str:
@@ -60,6 +63,25 @@ class BusEvent:
     def removed(cls, task_id: str, *, local: bool = False) -> BusEvent:
         """The task was deleted: its streams end with no event (a version past any write)."""
         return cls(task_id, 2**62, None, "", final=True, gone=True, local=local)
+
+    @classmethod
+    def noted(cls, task_id: str, version: int) -> BusEvent:
+        """A write with nothing to show (a follow-up kept in the task's history): streams only
+        note its version, so the next event's does not look like a gap (:attr:`quiet`)."""
+        return cls(task_id, version, None, "", final=False)
+
+    @property
+    def quiet(self) -> bool:
+        """Made by :meth:`noted` (here or, through a shared bus, in another process)."""
+        return self._json == "" and not self.gone and not self.stale
+
+    @classmethod
+    def lost(cls, task_id: str) -> BusEvent:
+        """Events of the task may not have reached this process (a bus shared by replicas
+        reconnected): its streams read the stored task and send what they missed."""
+        event = cls(task_id, 0, None, "", final=False, local=True)
+        event.stale = True
+        return event
 
     def __repr__(self) -> str:
         return f"BusEvent({self.task_id!r}, version={self.version}, final={self.final})"

@@ -532,14 +532,19 @@ class _Feed:
 
     def poll(self, version: int) -> tuple[str, int, bool] | None:
         """A snapshot when the stored version moved past ``version`` without a local event."""
-        exchange, task_id, pause = self.exchange, self.task_id, self.pause
-        if exchange.runs.get(task_id) is not None:
+        exchange = self.exchange
+        if exchange.runs.get(self.task_id) is not None:
             return None
         if exchange.bus.live():  # other replicas' events arrive one by one: a safety net only
             now = time.monotonic()
             if now < self.next_poll:
                 return None
             self.next_poll = now + exchange.settings.keepalive_interval
+        return self.catch_up(version)
+
+    def catch_up(self, version: int) -> tuple[str, int, bool] | None:
+        """The stored task when newer than ``version``, whoever runs it (events were lost)."""
+        exchange, task_id, pause = self.exchange, self.task_id, self.pause
         try:
             record = exchange.store.get_task(task_id)
         except Exception as exc:  # a stream outlives a store hiccup; the next poll retries

@@ -41,6 +41,10 @@ class Feed(t.Protocol):
     def poll(self, version: int) -> tuple[str, int, bool] | None:
         """The stored task when newer than ``version`` (result JSON, version, final)."""
 
+    def catch_up(self, version: int) -> tuple[str, int, bool] | None:
+        """The stored task when newer than ``version``, read whoever runs it: the stream
+        missed events (a gap in their versions, or the bus came back after an outage)."""
+
 
 def frame(response_json: str) -> str:
     """One SSE event holding one complete JSON-RPC response."""
@@ -246,6 +250,8 @@ def _opening(
             continue
         if event.gone:
             return None
+        if event.stale or event.quiet:
+            continue  # a held task is this run's alone: nothing can have been lost
         if isinstance(event.event, Task | Message):
             return event.result_json, event.version, event.final
         return snapshot() if snapshot is not None else None
@@ -332,9 +338,23 @@ def _relay(
                 continue
             if event.gone:
                 return
+            if event.stale or event.version > version + 1:
+                # Events between the last shown and this one were lost (a bus outage) or
+                # never sent: the stored task holds them, so send it instead.
+                caught = feed.catch_up(version)
+                if caught is not None and (event.stale or caught[1] >= event.version):
+                    result_json, version, final = caught
+                    yield frame(feed.wrap(result_json)).encode()
+                    if final:
+                        return
+                    continue
+                if event.stale:
+                    continue
             if event.version <= version:
                 continue  # already reflected by the snapshot (or a poll)
             version = event.version
+            if event.quiet:
+                continue  # a write with nothing to show (a follow-up in history)
             yield frame(feed.wrap(event.result_json)).encode()
             if event.final if ends is None else ends(event):
                 return

@@ -168,6 +168,7 @@ class TaskWriter:
         stored = self.store.update_task(record.evolve(task, record.version), record.version)
         if self.after_store is not None:
             self.after_store()
+        self.bus.publish(BusEvent.noted(stored.task.id, stored.version))  # no gap for streams
         return stored
 
     def commit(self, record: TaskRecord, task: Task, event: StreamEvent) -> TaskRecord:

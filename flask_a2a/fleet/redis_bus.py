@@ -81,13 +81,18 @@ end
 return sent
 """
 
-#: KEYS: watch sets. ARGV: replica id, lease ttl ms. Returns Redis time in ms.
+#: KEYS: watch sets. ARGV: replica id, lease ttl ms. Returns Redis time in ms, then the
+#: (1-based) index of each key that did not hold the replica: a watch lapsed or lost (a
+#: Redis restarted empty), so the task's events of that while never reached the replica.
 _WATCH: t.Final = _NOW_MS + """
-for _, key in ipairs(KEYS) do
-  redis.call('ZADD', key, ms + tonumber(ARGV[2]), ARGV[1])
+local out = {ms}
+for i, key in ipairs(KEYS) do
+  if redis.call('ZADD', key, ms + tonumber(ARGV[2]), ARGV[1]) == 1 then
+    out[#out + 1] = i
+  end
   redis.call('PEXPIRE', key, ARGV[2])
 end
-return ms
+return out
 """
 
 
@@ -321,11 +326,22 @@ class RedisBus(Bus):
             self._reader_pid = pid
         self._hooks.spawn(self._read_loop)
 
-    def _register(self) -> int:
-        """(Re-)watch every task this process streams; returns Redis time in ms."""
+    def _register(self) -> tuple[int, list[str]]:
+        """(Re-)watch every task this process streams: Redis time in ms, and the tasks whose
+        watch had lapsed (their events of that while were fanned out to nobody here)."""
         with self._state:
-            keys = [self.key("w:" + task_id) for task_id in self._watched]
-        return int(self._watch(keys=keys, args=[self.replica_id, self._ttl_ms]))
+            task_ids = list(self._watched)
+        found = self._watch(
+            keys=[self.key("w:" + task_id) for task_id in task_ids],
+            args=[self.replica_id, self._ttl_ms],
+        )
+        return int(found[0]), [task_ids[int(i) - 1] for i in found[1:]]
+
+    def _catch_up(self, task_ids: t.Iterable[str]) -> None:
+        """Events of these tasks may have been lost: their streams here read the stored task
+        (registered first, so whatever is written after that read is fanned out to us)."""
+        for task_id in task_ids:
+            Bus.publish(self, BusEvent.lost(task_id))
 
     def _read_loop(self) -> None:
         cursor: dict[str, str] = {}
@@ -334,12 +350,16 @@ class RedisBus(Bus):
         while not self._closed:
             try:
                 if not connected or time.monotonic() >= beat_at:
-                    now_ms = self._register()
+                    now_ms, lapsed = self._register()
                     beat_at = time.monotonic() + self.lease_ttl / 3
                     if not cursor:  # the inbox is ours alone: all of it; ctl: the recent past
                         cursor = {self.inbox: "0-0", self.key("ctl"): f"{now_ms - 2000}-0"}
+                    elif not connected:  # back after an outage: what it held may be lost
+                        with self._state:
+                            lapsed = list(self._watched)
                     connected = self._reader_live = True
                     self.answered()
+                    self._catch_up(lapsed)
                 found = t.cast(
                     "list[tuple[str, list[tuple[str, dict[str, str]]]]] | None",
                     self._reader.xread(

@@ -13,6 +13,8 @@ from __future__ import annotations
 import threading
 import typing as t
 
+from ..protocol.errors import InternalError
+
 if t.TYPE_CHECKING:
     from ..exchange.methods import Exchange
 
@@ -35,7 +37,10 @@ def probe(check: t.Callable[[], object], spawn: t.Callable[[t.Callable[[], None]
             check()
             outcome.append(OK)
         except BaseException as exc:  # noqa: BLE001 - any failure is the answer
-            outcome.append(f"unreachable: {type(exc).__name__}")
+            # A store not opened yet (its database down since boot) says what the driver
+            # raised, as an opened store does.
+            cause = exc.__cause__ if isinstance(exc, InternalError) and exc.__cause__ else exc
+            outcome.append(f"unreachable: {type(cause).__name__}")
         finally:
             done.set()
 

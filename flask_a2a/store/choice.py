@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import typing as t
 import weakref
 
@@ -40,6 +41,36 @@ log = logging.getLogger("flask_a2a")
 
 class StoreRefused(RuntimeError):
     """A store that lives in one process, in a server that runs several."""
+
+
+#: Seconds a store whose database did not answer is not tried again (calls meanwhile fail at
+#: once instead of each waiting out a connect).
+UNAVAILABLE_RETRY: t.Final = 1.0
+
+
+class StoreUnavailable(RuntimeError):
+    """The store's database did not answer when the store was being opened; it is opened at
+    a later use. :attr:`cause` is what the driver raised."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"the task store's database does not answer ({type(cause).__name__})")
+        self.cause = cause
+
+
+def unreachable(exc: BaseException) -> bool:
+    """``exc`` says the database did not answer (down, refusing, hung, timed out), not that the
+    store is misconfigured (a bad URL, a missing driver: those still fail ``init_app``)."""
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    if sa_exc is not None and isinstance(
+        exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError
+    ):
+        return True
+    return isinstance(exc, ConnectionError | TimeoutError)
+
+
+def unavailable_error() -> InternalError:
+    """What a caller is told while the store's database cannot be reached (no driver text)."""
+    return InternalError("Internal error: the task store is unavailable; try again later")
 
 
 def describe(store: object) -> str:
@@ -86,6 +117,9 @@ class LazyStore:
         #: Why several processes serve this app (None: one, as far as we know).
         self._several: str | None = None
         self._refusal_logged = False
+        #: The database did not answer when the store was opened: (when, why). The store is
+        #: opened again at a use :data:`UNAVAILABLE_RETRY` later (tables made then).
+        self._failed: tuple[float, BaseException] | None = None
         processes.on_fork(self)
 
     # -- choosing
@@ -97,18 +131,46 @@ class LazyStore:
         return store
 
     def pick(self) -> Store:
-        """Choose the store now (once; logged), without asking whether it can serve."""
+        """Choose the store now (once; logged), without asking whether it can serve.
+
+        A database that does not answer (:func:`unreachable`) leaves it unchosen: the
+        error is raised, and for :data:`UNAVAILABLE_RETRY` seconds after, or while another
+        caller is trying, every call fails at once with it instead of waiting on a connect."""
         store = self._store
-        if store is None:
-            with self._lock:
-                if self._store is None:
+        if store is not None:
+            return store
+        failed = self._failed
+        if failed is not None and time.monotonic() < failed[0] + UNAVAILABLE_RETRY:
+            raise StoreUnavailable(failed[1])
+        if not self._lock.acquire(blocking=failed is None):
+            assert failed is not None
+            raise StoreUnavailable(failed[1])  # another caller is trying: no queue behind it
+        try:
+            if self._store is None:
+                try:
                     made = self._choose()
-                    log.info("flask_a2a: task store: %s", describe(made))
-                    self._store = made
-                    for callback in self._callbacks:
-                        callback(made)
-                store = self._store
-        return store
+                except Exception as exc:
+                    if not unreachable(exc):
+                        raise
+                    if self._failed is None:
+                        log.error(
+                            "flask_a2a: the task store's database does not answer (%s): A2A "
+                            "requests answer -32603 and /healthz 503 until it does; it is "
+                            "tried again at each use, at most once a second",
+                            type(exc).__name__,
+                        )
+                    self._failed = (time.monotonic(), exc)
+                    raise StoreUnavailable(exc) from exc
+                if self._failed is not None:
+                    self._failed = None
+                    log.warning("flask_a2a: the task store's database answers again")
+                log.info("flask_a2a: task store: %s", describe(made))
+                self._store = made
+                for callback in self._callbacks:
+                    callback(made)
+            return self._store
+        finally:
+            self._lock.release()
 
     def when_chosen(self, callback: t.Callable[[Store], None]) -> None:
         """Call ``callback(store)`` once the store is chosen (now, if it is)."""
@@ -136,6 +198,8 @@ class LazyStore:
                 "Internal error: this server's task store cannot serve several worker "
                 "processes; its operator must configure a shared SQL store (see the server log)"
             ) from None
+        except StoreUnavailable as exc:
+            raise unavailable_error() from exc.cause
         value = getattr(store, name)
         if getattr(value, "__self__", None) is store:  # a method of the store itself: from now
             value = observed(name, value, self._metrics)  # on a plain attribute (timed and
@@ -196,9 +260,10 @@ def store_for(
         def choose() -> Store:
             return store
     elif settings.database_url:
+        engines: list[t.Any] = []  # one engine, however many times its store must be opened
 
         def choose() -> Store:
-            return _url_store(settings)
+            return _url_store(settings, engines)
     else:
         app_ref = weakref.ref(app)
 
@@ -216,7 +281,11 @@ def store_for(
     app_ref = weakref.ref(app)
     lazy.when_chosen(lambda chosen: _check_drivers(app_ref(), chosen))
     if eager:
-        lazy.pick()  # a bad URL or an unreachable database fails init_app
+        try:
+            lazy.pick()  # a bad URL or a missing driver fails init_app
+        except StoreUnavailable:
+            pass  # a database down at boot is no misconfiguration: serve (health 503, requests
+            # -32603) and open the store once it answers (logged by pick)
     if server is not None:
 
         def boot_check(worker: t.Any) -> None:
@@ -224,7 +293,11 @@ def store_for(
             # the way (never served) would refuse at its first use instead.
             if processes.served_app(worker) is app_ref():
                 # In the worker, gevent-patched, after post_fork (psycogreen) has run.
-                _check_drivers(app_ref(), lazy.chosen())
+                try:
+                    chosen = lazy.chosen()
+                except StoreUnavailable:
+                    return  # a down database boots (see below); a misconfiguration fails
+                _check_drivers(app_ref(), chosen)
 
         processes.before_gunicorn_serves(server, boot_check)
     return lazy
@@ -256,20 +329,25 @@ def _check_drivers(app: Flask | None, store: Store) -> None:
 
 
 def chosen_store(store: Store) -> Store:
-    """The store behind a :class:`LazyStore` (chosen now if it was not yet)."""
+    """The store behind a :class:`LazyStore` (chosen now if it was not yet; while its database
+    does not answer, :class:`StoreUnavailable`)."""
     return store.chosen() if isinstance(store, LazyStore) else store
 
 
-def _url_store(settings: Settings) -> Store:
+def _url_store(settings: Settings, engines: list[t.Any]) -> Store:
     from . import SQLStore  # the lazy import names the extra when a driver is missing
     from .sql import engine_from_url
 
-    # Our own pool: its connections carry the store's settings.
-    engine = engine_from_url(
-        settings.database_url or "",
-        statement_timeout=settings.statement_timeout,
-        asynchronous_commit=settings.sql_asynchronous_commit,
-    )
+    # Our own pool: its connections carry the store's settings and client-side bounds.
+    if not engines:
+        engines.append(engine_from_url(
+            settings.database_url or "",
+            statement_timeout=settings.statement_timeout,
+            asynchronous_commit=settings.sql_asynchronous_commit,
+            connect_timeout=settings.database_connect_timeout,
+            read_timeout=settings.database_read_timeout,
+        ))  # fmt: skip
+    engine = engines[0]
     return SQLStore(
         engine,
         statement_timeout=settings.statement_timeout,

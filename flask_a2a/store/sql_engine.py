@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.engine.default import DefaultDialect
 
 from .base import EXTRA_HINT
+from .sql_waits import CONNECT_TIMEOUT, bound_waits, read_timeout_for
 
 #: Engines built by :func:`engine_from_url` whose connections carry the store's session settings
 #: (statement timeout, asynchronous commit), and whether they autocommit (PostgreSQL): the store
@@ -33,6 +34,8 @@ def engine_from_url(
     *,
     statement_timeout: float | None = None,
     asynchronous_commit: bool = True,
+    connect_timeout: float | None = CONNECT_TIMEOUT,
+    read_timeout: float | None = None,
     **options: t.Any,
 ) -> Engine:
     """An engine for ``A2A_DATABASE_URL``; a missing driver names the extra to install.
@@ -45,6 +48,11 @@ def engine_from_url(
     opens real transactions where a call needs several statements. Give such an engine to the
     store alone. An in-memory SQLite URL gets one shared connection, so every thread sees the
     same database.
+
+    Every new connection is bounded on the client side (:mod:`.sql_waits`): its connect by
+    ``connect_timeout`` seconds, each later wait for the server by ``read_timeout`` (default:
+    the statement timeout plus a second; None with no statement timeout), so a database that
+    hangs fails the call instead of holding it.
     """
     connect_args = dict(options.pop("connect_args", {}))
     millis = None if statement_timeout is None else to_millis(statement_timeout)
@@ -105,6 +113,10 @@ def engine_from_url(
 
     if millis is not None:
         _SESSION_SETTINGS[engine] = (millis, asynchronous_commit, autocommit)
+    bound_waits(
+        engine, connect_timeout=connect_timeout,
+        read_timeout=read_timeout_for(statement_timeout, read_timeout),
+    )  # fmt: skip
     return engine
 
 
