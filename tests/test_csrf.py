@@ -128,7 +128,7 @@ def test_only_the_exchange_views_are_exempt(
     logged_in(app)  # one request: the lazy hook has run
     csrf = app.extensions["csrf"]
     assert csrf._exempt_views == {
-        "flask_a2a.extension._exchange_view", "flask_a2a.extension._rest_view"
+        "flask_a2a.views.exchange_view", "flask_a2a.views.rest_view"
     }
     assert csrf._exempt_blueprints == set()
 
