@@ -49,6 +49,7 @@ from .calls import Call, Method, Reply
 from .replicas import ReplicaWatch, is_shared
 from .retention import Retention
 from .router import Skill
+from .run_leases import RunLeases, supports_leases
 from .runner import Runner
 from .runs import Runs, visible_record
 from .streams import HEADERS as SSE_HEADERS
@@ -136,6 +137,10 @@ class Exchange:
         #: Polls a store shared with other replicas for what they wrote to our runs.
         self.replicas = ReplicaWatch(self) if is_shared(store) else None
         self.runs.replicas = self.replicas
+        #: Run leases in a shared store: a run whose process died is settled by the others.
+        self.leases: RunLeases | None = None
+        if supports_leases(store):
+            self.lease_runs()
         #: Entered around each read and write of a TaskUpdater (set by the Flask wiring).
         self.updater_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext
         self.bus.bind(BusHooks(
@@ -445,12 +450,21 @@ class Exchange:
     def task_updater(self, task_id: str) -> TaskUpdater:
         return TaskUpdater(self.writer, task_id, self.updater_context)
 
+    def lease_runs(self) -> None:
+        """Keep this process's runs leased in the shared store, and settle the runs other
+        processes left behind (``run_leases.py``)."""
+        if self.leases is None and not self.closing:
+            self.leases = self.runs.leases = RunLeases(self)
+            self.leases.start()
+
     def shutdown(self, timeout: float | None = None) -> bool:
         """Refuse new runs, cut every live run (settled CANCELED), wait for them to finish.
 
         Returns True when every run finished within ``timeout``.
         """
         self.closing = True
+        if self.leases is not None:
+            self.leases.close()
         budget = self.settings.shutdown_timeout if timeout is None else timeout
         deadline = time.monotonic() + budget
         try:

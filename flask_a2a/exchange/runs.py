@@ -56,6 +56,7 @@ from .writer import TaskWriter, is_final
 
 if t.TYPE_CHECKING:
     from .replicas import ReplicaWatch
+    from .run_leases import RunLeases
 
 log = logging.getLogger("flask_a2a")
 
@@ -101,6 +102,8 @@ class Runs:
         self.metrics = recorder(settings.metrics)
         #: Polls a shared store for foreign writes to our runs (set by the exchange).
         self.replicas: ReplicaWatch | None = None
+        #: Keeps this process's runs leased in a shared store (set by the exchange).
+        self.leases: RunLeases | None = None
         self._runs: dict[str, Run] = {}
         self._lock = threading.Lock()
         #: Entered around each handler call, on the run's own thread or greenlet: the Flask
@@ -432,6 +435,8 @@ class Runs:
             self._runs[run.task_id] = run
         if self.replicas is not None:
             self.replicas.watch()
+        if self.leases is not None:
+            self.leases.started(run)
         # One timer per run: a held task's write is due first (then the deadline is armed),
         # else the deadline. A run that ends first cancels it, as nearly every run does.
         timeout, delay = self.settings.task_timeout, self.settings.blocking_write_delay
@@ -589,6 +594,8 @@ class Runs:
             run.done.set()
             if self.replicas is not None:
                 self.replicas.finished(run)
+            if self.leases is not None:
+                self.leases.finished(run)
 
     def live(self) -> list[Run]:
         """The runs in flight in this process."""
