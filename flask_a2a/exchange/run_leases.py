@@ -77,6 +77,8 @@ class RunLeases:
         self._failing = False
         #: Handed-off tasks whose lease is still to be released.
         self._release: set[str] = set()
+        #: Sweeps this process made (each read the lapsed leases once at least).
+        self.sweeps = 0
 
     def forked(self, parent_pid: int, gunicorn: t.Any | None) -> None:
         """In a worker forked after the exchange was made: its own sweeps and renewals."""
@@ -179,13 +181,14 @@ class RunLeases:
         if self._release or time.monotonic() - self._failed_at < self.ttl:
             return 0  # the store failed us lately: leases may have lapsed for that alone
         won = 0
-        for _ in range(SWEEP_QUERIES):
+        for query in range(SWEEP_QUERIES):
             try:
                 lapsed = self.exchange.store.lapsed_runs(_micros(), SWEEP_BATCH)  # type: ignore[attr-defined]
             except Exception as exc:
                 self._failed(exc)
                 return won
             self._answered()
+            self.sweeps += query == 0
             for run in lapsed:
                 won += self._settle(run)
             if len(lapsed) < SWEEP_BATCH:

@@ -52,7 +52,7 @@ from .retention import Retention
 from .router import Skill, route
 from .runner import Runner, RunSlots
 from .tasks import Run, TaskContext
-from .writer import TaskWriter, is_final
+from .writer import TaskWriter, finalize_failed, is_final
 
 if t.TYPE_CHECKING:
     from .replicas import ReplicaWatch
@@ -545,11 +545,11 @@ class Runs:
                 return
             except TaskInterrupted:
                 return
-            except Exception as exc:  # TaskNotStored (logged), or a bug
+            except Exception as exc:  # TaskNotStored (logged), the store, or a bug
                 if not isinstance(exc, TaskNotStored):
-                    log.error(
-                        "a2a: run finalize panicked: %s", scrub(repr(exc)),
-                        extra=fields(run.task_id, run.record.skill),
+                    finalize_failed(
+                        "a run's settle", "tried again", exc,
+                        fields(run.task_id, run.record.skill),
                     )
         if run.record.version > 0:  # a held task never written does not exist to settle
             self.owed.owe(run.task_id)
@@ -624,11 +624,13 @@ class Runs:
             except StaleTaskError:
                 pass  # the task is gone (retention, erasure): nothing left to settle
             except Exception as exc:
-                log.error(
-                    "a2a: run finalize panicked: %s", scrub(repr(exc)),
-                    extra=fields(run.task_id, run.record.skill),
+                owed = run.record.version > 0
+                finalize_failed(
+                    "the settle of a run past its deadline",
+                    "owed: settled FAILED once the store answers" if owed else "nothing stored",
+                    exc, fields(run.task_id, run.record.skill),
                 )
-                if run.record.version > 0:
+                if owed:
                     self.owed.owe(run.task_id, TaskState.FAILED, "task timed out")
         return True
 
@@ -693,10 +695,10 @@ class Runs:
                 self.cancel(run.record, text="canceled: the server is shutting down")
             except A2AError:
                 pass
-            except Exception as exc:
-                log.error(
-                    "a2a: run finalize panicked: %s", scrub(repr(exc)),
-                    extra=fields(run.task_id, run.record.skill),
+            except Exception as exc:  # the cancel is owed (``cancel``); at worst the run's
+                finalize_failed(  # lease lapses and another process settles it FAILED
+                    "a cancel at shutdown", "owed: tried once more before the process exits",
+                    exc, fields(run.task_id, run.record.skill),
                 )
         if runs:
             log.warning("a2a: shutdown canceled %d live run(s)", len(runs))
