@@ -64,6 +64,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_METRICS_PATH": None,
     "A2A_REST_PATH": None,
     "A2A_PREFERRED_BINDING": "JSONRPC",
+    "A2A_RUN_LEASES": True,
 }
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
@@ -212,6 +213,9 @@ class Settings:
     #: The interface the card lists first (clients such as the official SDK take the first
     #: one they support): ``JSONRPC`` or ``HTTP+JSON``.
     preferred_binding: str = "JSONRPC"
+    #: With a shared SQL store, each running task holds a lease; a lapsed one (its process
+    #: died) is settled FAILED by any process (``exchange/run_leases.py``).
+    run_leases: bool = True
 
     @property
     def rest_mount(self) -> str | None:

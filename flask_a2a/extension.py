@@ -313,7 +313,7 @@ def _watch_replicas(exchange: Exchange) -> None:
     """A store chosen after the exchange was built: watch other replicas' writes if shared."""
     if exchange.replicas is None and is_shared(exchange.store):
         exchange.replicas = exchange.runs.replicas = ReplicaWatch(exchange)
-    if exchange.leases is None and supports_leases(exchange.store):
+    if exchange.leases is None and supports_leases(exchange.store, exchange.settings):
         exchange.lease_runs()
 
 

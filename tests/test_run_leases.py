@@ -208,13 +208,18 @@ def test_a_lapsed_task_past_its_deadline_is_settled_timed_out(
     assert state_of(client, task_id)["message"]["parts"][0]["text"] == TIMED_OUT
 
 
-def test_the_memory_store_and_in_memory_sqlite_keep_no_lease(
-    make_app: t.Callable[..., Flask],
+def test_the_memory_store_and_in_memory_sqlite_keep_no_lease_and_the_key_turns_them_off(
+    make_app: t.Callable[..., Flask], new_store: t.Callable[..., t.Any]
 ) -> None:
     assert exchange(make_app(store=MemoryStore())).leases is None
     engine = sa.create_engine("sqlite://")
     assert exchange(make_app(store=SQLStore(engine))).leases is None
     engine.dispose()
+    store = new_store()
+    app = make_app(store=store, config={"A2A_RUN_LEASES": False})
+    assert exchange(app).leases is None
+    task = A2ATestClient(app, "alice").send("hi", configuration={"returnImmediately": True})
+    assert lease(store, task["task"]["id"]) == (None, None, None)
 
 
 def test_an_older_table_gets_the_lease_columns_on_open_or_by_migration(

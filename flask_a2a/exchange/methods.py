@@ -139,7 +139,7 @@ class Exchange:
         self.runs.replicas = self.replicas
         #: Run leases in a shared store: a run whose process died is settled by the others.
         self.leases: RunLeases | None = None
-        if supports_leases(store):
+        if supports_leases(store, settings):
             self.lease_runs()
         #: Entered around each read and write of a TaskUpdater (set by the Flask wiring).
         self.updater_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext

@@ -25,6 +25,7 @@ import time
 import typing as t
 import weakref
 
+from ..config import Settings
 from ..ops.log_fields import fields
 from ..protocol.model import Message, TaskState
 from ..protocol.scrub import scrub
@@ -46,9 +47,13 @@ SWEEP_BATCH: t.Final = 100
 SWEEP_QUERIES: t.Final = 10
 
 
-def supports_leases(store: object) -> bool:
-    """A store shared with other processes that keeps run leases (the SQL store)."""
-    return bool(getattr(store, "shared", False)) and hasattr(store, "lapsed_runs")
+def supports_leases(store: object, settings: Settings) -> bool:
+    """Run leases are on and the store, shared with other processes, keeps them (SQL)."""
+    return (
+        settings.run_leases
+        and bool(getattr(store, "shared", False))
+        and hasattr(store, "lapsed_runs")
+    )
 
 
 def _micros() -> int:
