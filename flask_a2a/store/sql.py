@@ -761,15 +761,15 @@ class SQLStore:
 
     def renew_runs(self, task_ids: list[str], until: int) -> None:
         """Push the leases of this process's running tasks to ``until`` (micros): one
-        statement per 500 runs. A task settled or paused meanwhile (its lease cleared) keeps
-        none."""
+        statement per 500 runs. A task settled or paused meanwhile takes none; one whose lease
+        was never written (its first write failed) takes it now."""
         c = self.tasks.c
         with self._one() as conn:
             for start in range(0, len(task_ids), _CHUNK):
                 chunk = task_ids[start : start + _CHUNK]
                 conn.execute(
                     self.tasks.update()
-                    .where(c.id.in_(chunk), c.lease_until.is_not(None))
+                    .where(c.id.in_(chunk), c.state.in_(_LEASED_STATES))
                     .values(lease_until=until, run_by=leases.holder())
                 )
 
