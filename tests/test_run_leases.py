@@ -266,3 +266,32 @@ def test_a_lapsed_task_is_settled_once_the_store_answered_a_whole_lease(
     client = A2ATestClient(app, "alice")
     assert wait_for(lambda: state_of(client, task_id)["state"] == "TASK_STATE_FAILED")
 
+
+
+@pytest.mark.parametrize("store_kind", [
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", marks=pytest.mark.mysql),
+])  # fmt: skip
+def test_the_sweep_reads_the_lease_index_not_the_table(
+    new_store: t.Callable[..., t.Any],
+) -> None:
+    """Among many settled tasks (no lease), the sweep is a range of the lease index: it costs
+    what lapsed, not what is stored (ListTasks at 100k tasks: bench ``list``)."""
+    store = new_store()
+    rows = [{
+        "id": f"t{i:06d}", "owner": "alice", "tenant": None, "scopes": None, "skill": "echo",
+        "version": 2, "state": "TASK_STATE_COMPLETED", "status_ts": i, "context_id": "c",
+        "created_at": i, "body": "{}", "run_by": None, "lease_until": None, "run_deadline": None,
+    } for i in range(20_000)]  # fmt: skip
+    with store.engine.begin() as conn:
+        conn.execute(store.tasks.insert(), rows)
+    lapsed = orphan(store)
+    lapse(store, lapsed)
+    with store.engine.connect() as conn:
+        conn.exec_driver_sql(f"ANALYZE {'TABLE ' if store.mysql else ''}{store.tasks.name}")
+        c = store.tasks.c
+        query = sa.select(c.id).where(c.lease_until < 10**18).order_by(c.lease_until).limit(100)
+        compiled = query.compile(conn, compile_kwargs={"literal_binds": True})
+        plan = " ".join(str(row) for row in conn.exec_driver_sql(f"EXPLAIN {compiled}"))
+    assert store.lease_index.name in plan, plan
+    assert [run.task_id for run in store.lapsed_runs(10**18, 100)] == [lapsed]
