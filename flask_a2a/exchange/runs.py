@@ -56,9 +56,16 @@ from .writer import TaskWriter, finalize_failed, is_final
 
 if t.TYPE_CHECKING:
     from .replicas import ReplicaWatch
-    from .run_leases import RunLeases
 
 log = logging.getLogger("flask_a2a")
+
+
+class LeaseHooks(t.Protocol):
+    """What a run tells the run leases (``run_leases.RunLeases``, set by the exchange: this
+    module does not name it)."""
+
+    def started(self, run: Run) -> None: ...
+    def finished(self, run: Run) -> None: ...
 
 #: The status text of a task whose handler raised (``task.fail(text)`` says more, on purpose).
 HANDLER_FAILED: t.Final = "skill handler failed"
@@ -103,7 +110,7 @@ class Runs:
         #: Polls a shared store for foreign writes to our runs (set by the exchange).
         self.replicas: ReplicaWatch | None = None
         #: Keeps this process's runs leased in a shared store (set by the exchange).
-        self.leases: RunLeases | None = None
+        self.leases: LeaseHooks | None = None
         self._runs: dict[str, Run] = {}
         self._lock = threading.Lock()
         #: Entered around each handler call, on the run's own thread or greenlet: the Flask
