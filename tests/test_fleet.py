@@ -242,7 +242,8 @@ def test_a_worker_killed_mid_run_leaves_its_task_failed_by_the_fleet(fleet: Flee
     last = on_b.next(timeout=ttl + ttl / 3 + 15)
     healed = time.monotonic() - killed_at
     print(f"\nPostgreSQL + Redis: worker kill -9 -> FAILED in {healed:.2f} s (lease {ttl} s)")
-    status = last["result"]["statusUpdate"]["status"]
+    result = last["result"]  # the bus's status update, or a poll's snapshot if it came first
+    status = (result.get("statusUpdate") or result["task"])["status"]
     assert status["state"] == "TASK_STATE_FAILED"
     assert status["message"]["parts"][0]["text"] == WORKER_STOPPED
     assert on_b.next() is None

@@ -72,6 +72,7 @@ def lapse(store: SQLStore, task_id: str, deadline: int | None = None) -> None:
 def sweeps_after(app: Flask, n: int) -> None:
     """Wait until ``app`` swept ``n`` more times (``n`` periods: a third of a lease each)."""
     leases = exchange(app).leases
+    leases.serving()  # as at its first request
     start = leases.sweeps
     assert wait_for(lambda: leases.sweeps >= start + n, timeout=30)
 
@@ -296,3 +297,18 @@ def test_the_sweep_reads_the_lease_index_not_the_table(
         plan = " ".join(str(row) for row in conn.exec_driver_sql(f"EXPLAIN {compiled}"))
     assert store.lease_index.name in plan, plan
     assert [run.task_id for run in store.lapsed_runs(10**18, 100)] == [lapsed]
+
+
+def test_a_process_sweeps_from_its_first_request_on(
+    make_app: t.Callable[..., Flask], pair: tuple[t.Any, t.Any]
+) -> None:
+    """Not from its construction: a process that forks after building the app (gunicorn
+    ``--preload``) must not sweep on connections its workers inherit."""
+    app = make_app(config=CONFIG, store=pair[1])
+    task_id = orphan(pair[0])
+    lapse(pair[0], task_id)
+    leases = exchange(app).leases
+    assert leases.sweeps == 0 and pair[0].get_task(task_id).state is TaskState.WORKING
+    client = A2ATestClient(app, "alice")
+    assert client.rpc("ListTasks", {}).result["totalSize"] == 1  # its first request
+    assert wait_for(lambda: state_of(client, task_id)["state"] == "TASK_STATE_FAILED")

@@ -44,6 +44,13 @@ def subscribe(replica: Replica, task_id: str) -> SSEReader:
     return stream
 
 
+def status_of(event: dict[str, t.Any]) -> dict[str, t.Any]:
+    """The status an event carries: a status update from the bus, or the task a poll of the
+    store snapshots (whichever reaches the stream first)."""
+    result = event["result"]
+    return t.cast(dict[str, t.Any], (result.get("statusUpdate") or result["task"])["status"])
+
+
 def env_for(url: str, prefix: str) -> dict[str, str]:
     return {
         "FLASK_A2A_DATABASE_URL": url,
@@ -90,7 +97,7 @@ def test_a_replica_killed_mid_run_leaves_its_task_failed_by_the_survivor(
         print(f"\n{shared_db['kind']}: kill -9 -> FAILED on the survivor in {healed:.2f} s "
               f"(lease {TTL:.2f} s, renewed and swept every {PERIOD:.2f} s)")  # fmt: skip
 
-        status = last["result"]["statusUpdate"]["status"]
+        status = status_of(last)
         assert status["state"] == "TASK_STATE_FAILED"
         assert status["message"]["parts"][0]["text"] == WORKER_STOPPED
         assert on_b.next() is None  # the stream ended there
@@ -133,7 +140,7 @@ def test_a_single_process_restarted_on_its_sqlite_file_settles_what_it_left(
         if started < TTL:  # its lease still runs: the task reads WORKING meanwhile
             on_it = subscribe(again, task_id)
             last = on_it.next(timeout=TTL + PERIOD + SLACK + 10)
-            assert last["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED"
+            assert status_of(last)["state"] == "TASK_STATE_FAILED"
         assert wait_for(lambda: state(again, task_id) == "TASK_STATE_FAILED", timeout=SLACK)
         healed = time.monotonic() - killed_at
         print(f"\nsqlite: kill -9, restart ({started:.2f} s) -> FAILED in {healed:.2f} s")

@@ -139,8 +139,6 @@ class Exchange:
         self.runs.replicas = self.replicas
         #: Run leases in a shared store: a run whose process died is settled by the others.
         self.leases: RunLeases | None = None
-        if supports_leases(store, settings):
-            self.lease_runs()
         #: Entered around each read and write of a TaskUpdater (set by the Flask wiring).
         self.updater_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext
         self.bus.bind(BusHooks(
@@ -162,6 +160,8 @@ class Exchange:
             "DeleteTaskPushNotificationConfig": self.delete_push_config,
             "GetExtendedAgentCard": self.get_extended_card,
         }
+        if supports_leases(store, settings):
+            self.lease_runs()
 
     # ------------------------------------------------------------------ reading tasks
 
@@ -454,8 +454,9 @@ class Exchange:
         """Keep this process's runs leased in the shared store, and settle the runs other
         processes left behind (``run_leases.py``)."""
         if self.leases is None and not self.closing:
-            self.leases = self.runs.leases = RunLeases(self)
-            self.leases.start()
+            leases = self.leases = self.runs.leases = RunLeases(self)
+            for name, method in self.methods.items():  # it sweeps from its first call on
+                self.methods[name] = leases.served(method)
 
     def shutdown(self, timeout: float | None = None) -> bool:
         """Refuse new runs, cut every live run (settled CANCELED), wait for them to finish.

@@ -19,6 +19,7 @@ Redis leases (``fleet/limits.py``) are another thing: they count run slots, not 
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -34,6 +35,7 @@ from ..store.base import StaleTaskError
 from ..store.leases import LEASED_STATES, TIMED_OUT, WORKER_STOPPED, LapsedRun, LeaseTerms
 
 if t.TYPE_CHECKING:
+    from .calls import Call
     from .methods import Exchange
     from .runner import Timer
     from .tasks import Run
@@ -86,17 +88,38 @@ class RunLeases:
         self._release: set[str] = set()
         #: Sweeps this process made (each read the lapsed leases once at least).
         self.sweeps = 0
+        self._started = False
+        processes.on_fork(self)
 
     def forked(self, parent_pid: int, gunicorn: t.Any | None) -> None:
-        """In a worker forked after the exchange was made: its own sweeps and renewals."""
-        with self._lock:
-            self._timer = None
-        self._schedule(self.period)
+        """In a process forked after the exchange was made (a gunicorn worker of a
+        ``--preload`` master): its own sweeps, from its own first call on."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._timer = None
+        self._started = False
 
-    def start(self) -> None:
-        """Sweep now (a restarted process settles what it left), then every period."""
-        processes.on_fork(self)
+    def serving(self) -> None:
+        """An exchange method is called: this process serves, so it sweeps (from now, then
+        every period; a restarted process settles what it left at its first call). Not at
+        construction: a process that forks after building the app (``--preload``) must not
+        share the store's connections with a sweep of its own."""
+        if self._started:
+            return
+        with self._lock:
+            if self._started or self._closed:
+                return
+            self._started = True
         self._schedule(0.0)
+
+    def served(self, method: t.Callable[[Call], t.Any]) -> t.Callable[[Call], t.Any]:
+        """``method`` of the exchange's table, starting the sweeps at its first call."""
+
+        def call(request: Call) -> t.Any:
+            if not self._started:
+                self.serving()
+            return method(request)
+
+        return functools.update_wrapper(call, method)
 
     def _schedule(self, delay: float) -> None:
         ref = weakref.ref(self)  # an exchange dropped without shutdown stops its sweeps
