@@ -4,7 +4,8 @@ A run lives in the process that started it; ``kill -9``, the OOM killer or a los
 with no last write. So every running task carries in the shared store who runs it and until
 when (``store/leases.py``). This process renews the leases of all its runs in one statement
 every :attr:`RunLeases.period` (a third of the lease: a run that is merely slow keeps it), and
-every process sharing the store sweeps, as often, for leases that lapsed: each such task is
+every process sharing the store sweeps, as often (from its first exchange call on), for leases
+that lapsed: each such task is
 settled FAILED "the run's worker stopped" ("task timed out" past its run's deadline) in one
 versioned write through the writer — exactly one process wins it, the event is published
 (streams end, webhooks fire) and retention trims its tier as after any settle.
