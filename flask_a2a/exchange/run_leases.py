@@ -90,12 +90,17 @@ class RunLeases:
         #: Sweeps this process made (each read the lapsed leases once at least).
         self.sweeps = 0
         self._started = False
+        #: Set while no tick runs (``close`` waits for it).
+        self._idle = threading.Event()
+        self._idle.set()
         processes.on_fork(self)
 
     def forked(self, parent_pid: int, gunicorn: t.Any | None) -> None:
         """In a process forked after the exchange was made (a gunicorn worker of a
         ``--preload`` master): its own sweeps, from its own first call on."""
         self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._idle = threading.Event()
+        self._idle.set()
         self._timer = None
         self._started = False
 
@@ -134,12 +139,16 @@ class RunLeases:
             if not self._closed:
                 self._timer = self.exchange.runner.call_later(delay, fire)
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
+        """No tick after this, and none still running once it returns (up to ``timeout``): a
+        shut-down exchange leaves nothing on the store's connections."""
         with self._lock:
             self._closed = True
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+        if not self._idle.wait(timeout):
+            log.warning("a2a: run leases: a sweep was still running at shutdown")
 
     # -- a run's life
 
@@ -170,11 +179,16 @@ class RunLeases:
     # -- the period's work
 
     def tick(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._idle.clear()
         try:
             self.renew()
             self._release_handed_off()
             self.sweep()
         finally:
+            self._idle.set()
             self._schedule(self.period)
 
     def renew(self) -> None:
