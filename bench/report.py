@@ -88,6 +88,11 @@ TARGETS: t.Final = (
      "a2a-memory-1w", 0.95, None, True),
     ("flask_a2a (memory, 1 worker) / a2a-sdk (1 uvicorn worker)", "a2a-memory-1w", "sdk-1w",
      4.0, None, False),
+    # Issue 23: run leases cost a blocking send on PostgreSQL under 5 %.
+    ("with run leases / without (PostgreSQL, 1 worker)", "leases-on-1w", "leases-off-1w",
+     0.95, 0.95, True),
+    ("with run leases / without, every change written (PostgreSQL, 1 worker)",
+     "leases-written-on-1w", "leases-written-off-1w", 0.95, 0.95, True),
 )
 
 

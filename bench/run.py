@@ -339,7 +339,8 @@ class Bench:
                     )
 
 
-    def sql_row(self, name: str, store: str, url: str, reason: str | None, workers: int
+    def sql_row(self, name: str, store: str, url: str, reason: str | None, workers: int,
+                label: str = "flask_a2a SendMessage", extra: dict[str, str] | None = None,
                 ) -> None:
         """One echo row on the SQL store at ``url`` (a fresh table prefix, dropped after)."""
         name = f"{name}-{workers}w"
@@ -351,14 +352,29 @@ class Bench:
             return
         prefix = f"bench_{os.getpid()}_{workers}_"
         env = {**A2A_ENV, "BENCH_STORE": "sql", "BENCH_TABLE_PREFIX": prefix,
-               "A2A_DATABASE_URL": url}
+               "A2A_DATABASE_URL": url, **(extra or {})}
         try:
             self.throughput(
-                name, "flask_a2a SendMessage", gunicorn_command("bench.apps:create_app()", workers),
+                name, label, gunicorn_command("bench.apps:create_app()", workers),
                 env, "/a2a", "TASK_STATE_COMPLETED", "/bench/ping", workers, store,
             )
         finally:
             drop_tables(prefix, url)
+
+
+    def lease_rows(self, reason: str | None) -> None:
+        """The run leases' cost (issue 23): the PostgreSQL echo with leases and without
+        (``A2A_RUN_LEASES``), as a blocking send writes it (one INSERT of the settled task,
+        which takes no lease) and with every change written at once (the task created
+        WORKING with its lease, the settle ending it: what a stream's or a
+        ``returnImmediately`` task costs)."""
+        for name, delay in (("leases", "1.0"), ("leases-written", "0")):
+            for on in ("true", "false"):
+                self.sql_row(
+                    f"{name}-{'on' if on == 'true' else 'off'}", "postgres", DB_URL, reason, 1,
+                    label=f"SendMessage, A2A_RUN_LEASES={on}, write delay {delay} s",
+                    extra={"A2A_RUN_LEASES": on, "A2A_BLOCKING_WRITE_DELAY": delay},
+                )
 
 
 def machine_busy() -> float:
@@ -423,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", nargs="*",
         help="run only rows/sections with these prefixes "
-        "(bare, a2a-memory, a2a-redis, a2a-rest, a2a-postgres, a2a-mariadb, sdk, streams, "
+        "(bare, a2a-memory, a2a-redis, a2a-rest, a2a-postgres, a2a-mariadb, leases, sdk, streams, "
         "list, list-mariadb, fleet)",
     )
     parser.add_argument(
@@ -475,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
                 bench.skip("fleet", f"time bound: {bench.left():.0f}s left")
             else:
                 bench.results["fleet"] = fleet.run(bench, DB_URL, REDIS_URL, SEND_BODY)
+        if bench.wanted("leases"):  # last: over the budget, these are skipped first
+            bench.lease_rows(sql_reason)
     finally:
         bench.results["elapsed_s"] = round(time.monotonic() - bench.started, 1)
         out = HERE / "results"

@@ -78,6 +78,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_PUSH_PAUSE_AFTER": 20,
     "A2A_PUSH_PAUSE_SECONDS": 600.0,
     "A2A_PROTOCOL_VERSIONS": ("1.0",),
+    "A2A_RUN_LEASES": True,
 }
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
@@ -267,6 +268,9 @@ class Settings:
     #: The A2A versions served on the same endpoints: 1.0, and 0.3 beside it when listed
     #: (docs/protocol-versions.md).
     protocol_versions: tuple[str, ...] = ("1.0",)
+    #: With a shared SQL store, each running task holds a lease; a lapsed one (its process
+    #: died) is settled FAILED by any process (``exchange/run_leases.py``).
+    run_leases: bool = True
 
     @property
     def rest_mount(self) -> str | None:

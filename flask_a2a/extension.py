@@ -33,6 +33,7 @@ from .exchange.bus import Bus, BusHooks
 from .exchange.methods import Exchange
 from .exchange.replicas import ReplicaWatch, is_shared
 from .exchange.router import Skill
+from .exchange.run_leases import supports_leases
 from .exchange.runner import Runner, default_runner
 from .exchange.tasks import TaskUpdater
 from .logs import show_by_default
@@ -484,6 +485,8 @@ def _watch_replicas(exchange: Exchange) -> None:
     """A store chosen after the exchange was built: watch other replicas' writes if shared."""
     if exchange.replicas is None and is_shared(exchange.store):
         exchange.replicas = exchange.runs.replicas = ReplicaWatch(exchange)
+    if exchange.leases is None and supports_leases(exchange.store, exchange.settings):
+        exchange.lease_runs()
 
 
 def default_bus(settings: Settings) -> Bus | None:

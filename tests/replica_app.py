@@ -63,6 +63,11 @@ def paced(task: TaskContext) -> None:
         )  # fmt: skip
 
 
+def asks(task: TaskContext) -> None:
+    """Pauses for input at once: a paused task holds no run lease."""
+    task.require_input("which one?")
+
+
 def create_app() -> Flask:
     app = Flask(__name__)
     app.config.from_prefixed_env()  # FLASK_A2A_* -> A2A_*
@@ -76,6 +81,7 @@ def create_app() -> Flask:
             Skill(id="sleepy", name="Sleepy", description="Sleeps a minute.", handler=sleepy),
             Skill(id="steps", name="Steps", description="Six steps.", handler=steps),
             Skill(id="paced", name="Paced", description="Ten chunks.", handler=paced),
+            Skill(id="asks", name="Asks", description="Asks for input.", handler=asks),
         ],
         principal=principal,
         store=store,

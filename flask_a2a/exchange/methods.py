@@ -50,6 +50,7 @@ from .media import MediaCheck
 from .replicas import ReplicaWatch, is_shared
 from .retention import Retention
 from .router import Skill
+from .run_leases import RunLeases, supports_leases
 from .run_state import Run
 from .runner import Runner
 from .runs import Runs, visible_record
@@ -143,6 +144,8 @@ class Exchange:
         #: Polls a store shared with other replicas for what they wrote to our runs.
         self.replicas = ReplicaWatch(self) if is_shared(store) else None
         self.runs.replicas = self.replicas
+        #: Run leases in a shared store: a run whose process died is settled by the others.
+        self.leases: RunLeases | None = None
         #: Entered around each read and write of a TaskUpdater (set by the Flask wiring).
         self.updater_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext
         #: What a bus shared by replicas asks this exchange (agents sharing a bus: each's).
@@ -168,6 +171,8 @@ class Exchange:
             "DeleteTaskPushNotificationConfig": self.delete_push_config,
             "GetExtendedAgentCard": self.get_extended_card,
         }
+        if supports_leases(store, settings):
+            self.lease_runs()
 
     # ------------------------------------------------------------------ reading tasks
 
@@ -467,12 +472,22 @@ class Exchange:
     def task_updater(self, task_id: str) -> TaskUpdater:
         return TaskUpdater(self.writer, task_id, self.updater_context)
 
+    def lease_runs(self) -> None:
+        """Keep this process's runs leased in the shared store, and settle the runs other
+        processes left behind (``run_leases.py``)."""
+        if self.leases is None and not self.closing:
+            leases = self.leases = self.runs.leases = RunLeases(self)
+            for name, method in self.methods.items():  # it sweeps from its first call on
+                self.methods[name] = leases.served(method)
+
     def shutdown(self, timeout: float | None = None) -> bool:
         """Refuse new runs, cut every live run (settled CANCELED), wait for them to finish.
 
         Returns True when every run finished within ``timeout``.
         """
         self.closing = True
+        if self.leases is not None:
+            self.leases.close()
         budget = self.settings.shutdown_timeout if timeout is None else timeout
         deadline = time.monotonic() + budget
         try:

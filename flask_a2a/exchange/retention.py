@@ -26,10 +26,9 @@ import typing as t
 from ..config import Settings
 from ..ops.metrics import recorder
 from ..protocol.model import INTERRUPTED_STATES, TERMINAL_STATES, TaskState, Tier
-from ..protocol.scrub import scrub
 from ..store.base import ListQuery, StaleTaskError, Store, TaskRecord, holds_nothing_at_rest
 from ..store.rounds import RoundFailed, Rounds
-from .writer import TaskWriter
+from .writer import TaskWriter, finalize_failed
 
 log = logging.getLogger("flask_a2a")
 
@@ -206,7 +205,10 @@ class Retention:
                 try:
                     self._forget(trimmer(tier, self.settings.terminal_task_retention))
                 except Exception as exc:  # the next settle in the tier tries again
-                    log.error("a2a: run finalize panicked: %s", scrub(repr(exc)))
+                    finalize_failed(
+                        "retention after a settle", "the tier is trimmed at its next settle",
+                        exc, {},
+                    )
                 with self._lock:
                     deferred.covered = asked
                     self._trimmed.notify_all()

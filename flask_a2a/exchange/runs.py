@@ -54,7 +54,7 @@ from .router import Skill, route
 from .run_state import Run
 from .runner import Runner, RunSlots
 from .tasks import TaskContext
-from .writer import TaskWriter, is_final
+from .writer import TaskWriter, finalize_failed, is_final
 
 log = logging.getLogger("flask_a2a")
 
@@ -65,6 +65,15 @@ class ReplicaHooks(t.Protocol):
 
     def watch(self) -> None: ...
     def finished(self, run: Run) -> None: ...
+
+
+class LeaseHooks(t.Protocol):
+    """What a run tells the run leases (``run_leases.RunLeases``, set by the exchange: this
+    module does not name it)."""
+
+    def started(self, run: Run) -> None: ...
+    def finished(self, run: Run) -> None: ...
+
 
 #: The status text of a task whose handler raised (``task.fail(text)`` says more, on purpose).
 HANDLER_FAILED: t.Final = "skill handler failed"
@@ -114,6 +123,8 @@ class Runs:
         self.handler_principal: t.Callable[[Principal], Principal] = _same_principal
         #: Polls a shared store for foreign writes to our runs (set by the exchange).
         self.replicas: ReplicaHooks | None = None
+        #: Keeps this process's runs leased in a shared store (set by the exchange).
+        self.leases: LeaseHooks | None = None
         self._runs: dict[str, Run] = {}
         self._lock = threading.Lock()
         #: Entered around each handler call, on the run's own thread or greenlet: the Flask
@@ -451,6 +462,8 @@ class Runs:
             self._runs[run.task_id] = run
         if self.replicas is not None:
             self.replicas.watch()
+        if self.leases is not None:
+            self.leases.started(run)
         # One timer per run: a held task's write is due first (then the deadline is armed),
         # else the deadline. A run that ends first cancels it, as nearly every run does.
         timeout, delay = self.settings.task_timeout, self.settings.blocking_write_delay
@@ -560,13 +573,13 @@ class Runs:
                 return
             except TaskInterrupted:
                 return
-            except Exception as exc:  # TaskNotStored (logged), or a bug
+            except Exception as exc:  # TaskNotStored (logged), the store, or a bug
                 if isinstance(exc, TaskNotStored):
                     run.refusal = exc.answer or run.refusal
                 else:
-                    log.error(
-                        "a2a: run finalize panicked: %s", scrub(repr(exc)),
-                        extra=fields(run.task_id, run.record.skill),
+                    finalize_failed(
+                        "a run's settle", "tried again", exc,
+                        fields(run.task_id, run.record.skill),
                     )
         if run.record.version > 0:  # a held task never written does not exist to settle
             self.owed.owe(run.task_id)
@@ -615,6 +628,8 @@ class Runs:
                 self.bus.publish(BusEvent.removed(run.task_id, local=True))
             if self.replicas is not None:
                 self.replicas.finished(run)
+            if self.leases is not None:
+                self.leases.finished(run)
 
     def live(self) -> list[Run]:
         """The runs in flight in this process."""
@@ -643,11 +658,13 @@ class Runs:
             except StaleTaskError:
                 pass  # the task is gone (retention, erasure): nothing left to settle
             except Exception as exc:
-                log.error(
-                    "a2a: run finalize panicked: %s", scrub(repr(exc)),
-                    extra=fields(run.task_id, run.record.skill),
+                owed = run.record.version > 0
+                finalize_failed(
+                    "the settle of a run past its deadline",
+                    "owed: settled FAILED once the store answers" if owed else "nothing stored",
+                    exc, fields(run.task_id, run.record.skill),
                 )
-                if run.record.version > 0:
+                if owed:
                     self.owed.owe(run.task_id, TaskState.FAILED, "task timed out")
         return True
 
@@ -712,10 +729,10 @@ class Runs:
                 self.cancel(run.record, text="canceled: the server is shutting down")
             except A2AError:
                 pass
-            except Exception as exc:
-                log.error(
-                    "a2a: run finalize panicked: %s", scrub(repr(exc)),
-                    extra=fields(run.task_id, run.record.skill),
+            except Exception as exc:  # the cancel is owed (``cancel``); at worst the run's
+                finalize_failed(  # lease lapses and another process settles it FAILED
+                    "a cancel at shutdown", "owed: tried once more before the process exits",
+                    exc, fields(run.task_id, run.record.skill),
                 )
         if runs:
             log.warning("a2a: shutdown canceled %d live run(s)", len(runs))

@@ -33,7 +33,7 @@ from ..protocol.model import (
 )
 from ..protocol.scrub import scrub
 from ..protocol.wire import dump_event, task_event_json
-from ..store.base import StaleTaskError, Store, TaskRecord
+from ..store.base import StaleTaskError, Store, TaskRecord, store_failed
 from .bus import Bus, BusEvent
 
 if t.TYPE_CHECKING:
@@ -57,6 +57,17 @@ def storing(record: TaskRecord | None = None) -> t.Iterator[None]:
         extra = fields(record.task.id, record.skill) if record is not None else {}
         log.error("a2a: writing a task failed: %s", scrub(repr(exc)), extra=extra)
         raise TaskNotStored("the task could not be stored") from None
+
+
+def finalize_failed(what: str, then: str, exc: BaseException, extra: t.Mapping[str, t.Any]) -> None:
+    """What ends a run (its settle, the trim after it) failed. The store failing (its database
+    gone, a timeout) is an outage, logged as one with what becomes of the write (``then``:
+    owed, or left to the next settle); anything else is a bug ("run finalize panicked")."""
+    if store_failed(exc):
+        log.error("a2a: %s failed: the store did not take it (%s); %s", what, scrub(repr(exc)),
+                  then, extra=extra)  # fmt: skip
+    else:
+        log.error("a2a: run finalize panicked: %s", scrub(repr(exc)), extra=extra)
 
 
 def is_final(state: TaskState) -> bool:
@@ -201,10 +212,10 @@ class TaskWriter:
         if final and self.on_final is not None:
             try:
                 self.on_final(new)
-            except Exception as exc:
-                log.error(
-                    "a2a: run finalize panicked: %s", scrub(repr(exc)),
-                    extra=fields(task.id, new.skill),
+            except Exception as exc:  # the settle is stored: only the tier's trim waits
+                finalize_failed(
+                    "retention after a settle", "the tier is trimmed at its next settle", exc,
+                    fields(task.id, new.skill),
                 )
         return new
 

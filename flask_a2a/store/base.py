@@ -94,6 +94,22 @@ class StaleTaskError(Exception):
         self.current = current
 
 
+#: Packages whose exceptions mean the store's database or driver failed, not a bug of ours.
+_STORE_PACKAGES: t.Final = frozenset(
+    {"sqlalchemy", "psycopg", "psycopg2", "pymysql", "MySQLdb", "sqlite3", "_sqlite3"}
+)
+
+
+def store_failed(exc: BaseException) -> bool:
+    """``exc`` is the store's database or driver failing (a dropped connection, a timeout, a
+    database gone), which a later try may get past; anything else is a bug of the caller's."""
+    if isinstance(exc, OSError):
+        return True
+    return any(
+        cls.__module__.split(".")[0] in _STORE_PACKAGES for cls in type(exc).__mro__
+    ) or type(exc).__name__ == "MissingTablesError"
+
+
 def holds_nothing_at_rest(store: object) -> bool:
     """The store lives in process memory only (declares ``in_memory = True``): nothing a
     stolen disk or database could reveal."""

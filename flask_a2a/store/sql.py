@@ -37,8 +37,9 @@ from ..protocol.errors import InternalError
 from ..protocol.limits import MAX_KEY, MAX_TASK_ID, refusal, unstorable
 from ..protocol.model import TERMINAL_STATES, PushConfig, TaskState, Tier
 from ..protocol.wire import dump_stored_push_config, push_config_from_wire, task_from_wire
-from . import sql_counts, sql_driver, sql_mysql
+from . import leases, sql_counts, sql_driver, sql_mysql
 from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
+from .leases import LEASED_STATES, LapsedRun, LeaseTerms
 from .rounds import RoundFailed, Rounds
 from .sql_engine import engine_from_url as engine_from_url
 from .sql_engine import session_settings, to_millis
@@ -54,6 +55,9 @@ _ID = sql_mysql.Exact(MAX_TASK_ID).with_variant(
 #: A caller's key (owner, tenant, ids), matched exactly (MySQL: binary NO PAD collation).
 _KEY = sql_mysql.Exact(MAX_KEY)
 _CHUNK: t.Final = 500
+#: Columns added after the first release: an older table gets them on open (or by migration).
+_ADDED_COLUMNS: t.Final = ("tenant", "scopes", "run_by", "lease_until", "run_deadline")
+_LEASED_STATES: t.Final = sorted(s.value for s in LEASED_STATES)
 #: Rounds of up to this many creates are one multi-row INSERT statement (one text per size).
 _MULTI_ROWS: t.Final = 64
 _TERMINAL_STATES: t.Final = sorted(s.value for s in TERMINAL_STATES)
@@ -223,10 +227,16 @@ class SQLStore:
             sa.Column("context_id", _KEY, nullable=True),
             sa.Column("created_at", sa.BigInteger, nullable=False),
             sa.Column("body", sql_mysql.LONG_TEXT, nullable=False),
+            # The run's lease (``store/leases.py``): NULL unless the task is running.
+            sa.Column("run_by", _KEY, nullable=True),
+            sa.Column("lease_until", sa.BigInteger, nullable=True),
+            sa.Column("run_deadline", sa.BigInteger, nullable=True),
             *self._mysql_columns(),
             **sql_mysql.TABLE_OPTIONS,
         )
         c = self.tasks.c
+        #: The lapsed-lease sweep reads a range of it: only running tasks have a value.
+        self.lease_index = sa.Index(f"ix_{table_prefix}tasks_lease", c.lease_until)
         # NULL is no equality for the planner, so the keys are COALESCEd: then the index gives
         # the page order, and the raw columns at the end let counts stay index-only.
         self.indexes = self._mysql_indexes() if self.mysql else (
@@ -239,6 +249,7 @@ class SQLStore:
                 f"ix_{table_prefix}tasks_owner",
                 c.owner, _blank(c.tenant), c.status_ts.desc(), c.id.desc(), c.tenant,
             ),
+            self.lease_index,
         )
         self.push_configs = sa.Table(
             f"{table_prefix}push_configs",
@@ -263,6 +274,9 @@ class SQLStore:
         self._driver = sql_driver.Driver(engine) if self._autocommits else None
         self._plain: dict[t.Hashable, sql_driver.Plain | None] = {}
         self._statements()
+        #: The terms of the run leases this process's running tasks are created with; None
+        #: (the default): they are created with none (``exchange/run_leases.py`` sets them).
+        self.lease_terms: LeaseTerms | None = None
         #: The tables are known to be there (made here, or checked once when migrations own them).
         self._ready = create_tables
         self._missing_logged = False
@@ -293,6 +307,7 @@ class SQLStore:
         return (
             sa.Index(f"ix_{prefix}tasks_tier", c.owner, c.tenant, c.scopes_key, c.status_ts),
             sa.Index(f"ix_{prefix}tasks_owner", c.owner, c.tenant, c.status_ts),
+            self.lease_index,
         )
 
     # -- connections
@@ -445,7 +460,7 @@ class SQLStore:
             present = {col["name"] for col in inspector.get_columns(self.tasks.name)}
             if self.mysql:  # types and collations first: the new columns come out right
                 sql_mysql.upgrade(conn, self.tasks)
-            for name in ("tenant", "scopes"):
+            for name in _ADDED_COLUMNS:
                 if name not in present:
                     column = self.tasks.c[name]
                     kind = column.type.compile(dialect=conn.dialect)
@@ -542,6 +557,8 @@ class SQLStore:
             name: sa.bindparam(f"new_{name}")
             for name in ("body", "version", "state", "status_ts", "skill")
         }
+        for name in ("lease_until", "run_deadline"):  # kept while running, else NULL
+            changes[name] = sa.case((sa.bindparam("new_leased") == 1, c[name]))
         self._update = (
             self.tasks.update()
             .where(c.id == sa.bindparam("task_id"), c.version == sa.bindparam("expected"))
@@ -632,6 +649,7 @@ class SQLStore:
             "context_id": task.context_id,
             "created_at": _micros(record.created_at),
             "body": body,
+            **self._lease_of(record),
         }
         if self.mysql and _nul_field(row) is not None:
             raise refusal(t.cast(str, _nul_field(row)), "must not contain NUL characters")
@@ -648,6 +666,17 @@ class SQLStore:
                 raise
             raise refusal(*unfit) from None
         return record
+
+    def _lease_of(self, record: TaskRecord) -> dict[str, t.Any]:
+        """A new row's lease: a running task's creation is its run's start."""
+        terms = self.lease_terms
+        if terms is None or record.state not in LEASED_STATES:
+            return {"run_by": None, "lease_until": None, "run_deadline": None}
+        deadline = None
+        if terms.timeout > 0:
+            deadline = _micros(record.created_at) + int(terms.timeout * 1e6)
+        until = time.time_ns() // 1000 + int(terms.ttl * 1e6)
+        return {"run_by": leases.holder(), "lease_until": until, "run_deadline": deadline}
 
     def _insert_rows(self, rows: list[dict[str, t.Any]]) -> None:
         """One INSERT for a round's rows: on the store's own engine one multi-row ``VALUES``
@@ -696,6 +725,8 @@ class SQLStore:
             "new_state": task.status.state.value,
             "new_status_ts": _micros(task.status.timestamp),
             "new_skill": record.skill,
+            # A write that settles or pauses the task ends its run's lease; others keep it.
+            "new_leased": int(task.status.state in LEASED_STATES),
         }
         if self.mysql:
             return self._update_mysql(record, expected_version, values)
@@ -749,6 +780,57 @@ class SQLStore:
                 for row in conn.execute(query):
                     out[row.id] = (row.version, TaskState(row.state))
         return out
+
+    # -- run leases (``store/leases.py``, ``exchange/run_leases.py``)
+
+    def renew_runs(self, task_ids: list[str], until: int) -> None:
+        """Push the leases of this process's running tasks to ``until`` (micros): one
+        statement per 500 runs. A task settled or paused meanwhile takes none; one whose lease
+        was never written (its first write failed) takes it now."""
+        c = self.tasks.c
+        with self._one() as conn:
+            for start in range(0, len(task_ids), _CHUNK):
+                chunk = task_ids[start : start + _CHUNK]
+                conn.execute(
+                    self.tasks.update()
+                    .where(c.id.in_(chunk), c.state.in_(_LEASED_STATES))
+                    .values(lease_until=until, run_by=leases.holder())
+                )
+
+    def lease_run(self, task_id: str, until: int, deadline: int | None) -> None:
+        """Take the lease of a run started over a stored task (a paused task resumed)."""
+        c = self.tasks.c
+        with self._one() as conn:
+            conn.execute(
+                self.tasks.update()
+                .where(c.id == task_id, c.state.in_(_LEASED_STATES))
+                .values(lease_until=until, run_deadline=deadline, run_by=leases.holder())
+            )
+
+    def release_runs(self, task_ids: list[str]) -> None:
+        """End the leases of tasks that run on outside any run (handed off to a job)."""
+        c = self.tasks.c
+        with self._one() as conn:
+            for start in range(0, len(task_ids), _CHUNK):
+                chunk = task_ids[start : start + _CHUNK]
+                conn.execute(
+                    self.tasks.update()
+                    .where(c.id.in_(chunk))
+                    .values(lease_until=None, run_deadline=None)
+                )
+
+    def lapsed_runs(self, now: int, limit: int) -> list[LapsedRun]:
+        """Up to ``limit`` running tasks whose lease ended before ``now`` (micros), oldest
+        lapse first: a range of the lease index, which holds a value for running tasks only."""
+        c = self.tasks.c
+        query = (
+            sa.select(c.id, c.run_by, c.run_deadline)
+            .where(c.lease_until < now)
+            .order_by(c.lease_until)
+            .limit(limit)
+        )
+        with self._one() as conn:
+            return [LapsedRun(row[0], row[1], row[2]) for row in conn.execute(query)]
 
     def list_tasks(self, query: ListQuery) -> TaskPage:
         c = self.tasks.c

@@ -1,7 +1,7 @@
 """One fleet: two and three ``gunicorn -k gevent`` replicas (tests/replica_app.py) on one
 PostgreSQL and one Redis, checked over the wire: every chunk on every replica, cancel across
 replicas, Redis killed and restarted mid-stream, fleet-wide caps with a replica killed -9, and a
-replica's worker killed -9 mid-run.
+replica's worker killed -9 mid-run (its task settled FAILED when its run lease lapses).
 """
 
 from __future__ import annotations
@@ -297,31 +297,40 @@ def workers_of(replica: Replica) -> list[int]:
     return [int(child) for child in children]
 
 
-def test_a_worker_killed_mid_run_leaves_its_task_working_until_canceled(fleet: Fleet) -> None:
-    """The run dies with its worker: nothing settles the task (it is not a job, nothing
-    retries it). It reads WORKING everywhere, its streams stay open, and a cancel from any
-    replica settles it and ends them."""
+def test_a_worker_killed_mid_run_leaves_its_task_failed_by_the_fleet(fleet: Fleet) -> None:
+    """The run dies with its worker and nothing retries it (a task is not a job), but its run
+    lease lapses: a process left (A's new worker or B) settles it FAILED within the lease and
+    one sweep, every replica reads FAILED and its streams end with it."""
     import os
     import signal
 
-    a, b = fleet.start(2, FLASK_A2A_FLEET_LIMITS="true",
+    from flask_a2a.exchange.run_leases import LEASE_PERIODS
+    from flask_a2a.store.leases import WORKER_STOPPED
+
+    poll = 0.2
+    ttl = LEASE_PERIODS * poll
+    a, b = fleet.start(2, FLASK_A2A_FLEET_LIMITS="true", FLASK_A2A_REPLICA_POLL_INTERVAL=str(poll),
                        FLASK_A2A_MAX_CONCURRENT_RUNS_PER_OWNER="1")  # fmt: skip
     task_id = a.start("sleepy")
     assert wait_for(lambda: working(a, task_id))  # its handler runs (and wrote WORKING)
     on_b = subscribe(b, task_id)
     (worker,) = workers_of(a)
     os.kill(worker, signal.SIGKILL)
-    assert wait_for(lambda: workers_of(a) not in ([], [worker]), timeout=15)  # respawned
+    killed_at = time.monotonic()
 
+    last = on_b.next(timeout=ttl + ttl / 3 + 15)
+    healed = time.monotonic() - killed_at
+    print(f"\nPostgreSQL + Redis: worker kill -9 -> FAILED in {healed:.2f} s (lease {ttl} s)")
+    result = last["result"]  # the bus's status update, or a poll's snapshot if it came first
+    status = (result.get("statusUpdate") or result["task"])["status"]
+    assert status["state"] == "TASK_STATE_FAILED"
+    assert status["message"]["parts"][0]["text"] == WORKER_STOPPED
+    assert on_b.next() is None
+    assert wait_for(lambda: workers_of(a) not in ([], [worker]), timeout=15)  # respawned
     for replica in (a, b):
         got = replica.rpc("GetTask", {"id": task_id})["result"]
-        assert got["status"]["state"] == "TASK_STATE_WORKING"
-    # The dead worker's run lease lapses: the owner may run again.
+        assert got["status"]["state"] == "TASK_STATE_FAILED"
+    # The dead worker's fleet run slot lapses too: the owner may run again.
     params = {"message": message("sleepy"), "configuration": {"returnImmediately": True}}
     assert wait_for(lambda: "result" in b.rpc("SendMessage", params), timeout=10 * LEASE_TTL)
-
-    assert a.rpc("CancelTask", {"id": task_id})["result"]["status"]["state"] == (
-        "TASK_STATE_CANCELED"
-    )
-    events = on_b.rest()
-    assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
+    assert a.rpc("CancelTask", {"id": task_id})["error"]["code"] == -32002  # settled already
