@@ -60,7 +60,9 @@ def ticks(task: TaskContext) -> None:
     artifact_id = None
     for _ in range(count):
         artifact_id = task.artifact(
-            [Part(text=repr(time.monotonic()))], name="ticks", artifact_id=artifact_id,
+            [Part(text=repr(time.monotonic()))],
+            name="ticks",
+            artifact_id=artifact_id,
             append=artifact_id is not None,
         )
         time.sleep(ms / 1000)

@@ -75,14 +75,16 @@ def latency(a: str, b: str) -> dict[str, t.Any]:
                 stamps = [float(p["text"]) for p in result["artifactUpdate"]["artifact"]["parts"]]
             elif "task" in result and result["task"].get("artifacts"):
                 stamps = [float(p["text"]) for p in result["task"]["artifacts"][0]["parts"]]
-                stamps = stamps[len(delays):]  # a polled snapshot holds every chunk so far
+                stamps = stamps[len(delays) :]  # a polled snapshot holds every chunk so far
             else:
                 stamps = []  # a status update: the stream ends after the last one
             delays.extend(1000 * (now - stamp) for stamp in stamps)
             if len(delays) >= CHUNKS:
                 break
     return {
-        "chunks": CHUNKS, "received": len(delays), "events": events,
+        "chunks": CHUNKS,
+        "received": len(delays),
+        "events": events,
         "p50_ms": round(_percentile(delays, 0.5), 2) if delays else None,
         "p99_ms": round(_percentile(delays, 0.99), 2) if delays else None,
     }

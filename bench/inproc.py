@@ -122,8 +122,10 @@ def main() -> int:
     for row in args.rows:
         results = measure(row, args.requests, args.rounds)
         means[row] = min(results)
-        print(f"{row:8s} best {min(results):7.1f} us/request  median "
-              f"{statistics.median(results):7.1f}  ({args.rounds} rounds of {args.requests})")
+        print(
+            f"{row:8s} best {min(results):7.1f} us/request  median "
+            f"{statistics.median(results):7.1f}  ({args.rounds} rounds of {args.requests})"
+        )
     if "bare" in means:
         for row, value in means.items():
             if row != "bare":

@@ -28,51 +28,89 @@ def pick(choice: str) -> str:
     return choice
 
 
-def run(generator: str, url: str, body: str, token: str | None, expect: str,
-        concurrency: int, duration: float) -> dict[str, t.Any]:
+def run(
+    generator: str,
+    url: str,
+    body: str,
+    token: str | None,
+    expect: str,
+    concurrency: int,
+    duration: float,
+) -> dict[str, t.Any]:
     if generator == "wrk":
         return _wrk(url, body, token, expect, concurrency, duration)
     return _gevent(url, body, token, expect, concurrency, duration)
 
 
-def _summary(requests: int, seconds: float, p50_us: float, p99_us: float, good: int, bad: int,
-             errors: int, sample: str) -> dict[str, t.Any]:
+def _summary(
+    requests: int,
+    seconds: float,
+    p50_us: float,
+    p99_us: float,
+    good: int,
+    bad: int,
+    errors: int,
+    sample: str,
+) -> dict[str, t.Any]:
     return {
-        "requests": requests, "rps": round(requests / seconds, 1) if seconds else 0.0,
-        "p50_ms": round(p50_us / 1000, 3), "p99_ms": round(p99_us / 1000, 3),
-        "good": good, "bad": bad, "socket_errors": errors, "sample_bad": sample,
+        "requests": requests,
+        "rps": round(requests / seconds, 1) if seconds else 0.0,
+        "p50_ms": round(p50_us / 1000, 3),
+        "p99_ms": round(p99_us / 1000, 3),
+        "good": good,
+        "bad": bad,
+        "socket_errors": errors,
+        "sample_bad": sample,
     }
 
 
-def _wrk(url: str, body: str, token: str | None, expect: str, concurrency: int,
-         duration: float) -> dict[str, t.Any]:
+def _wrk(
+    url: str, body: str, token: str | None, expect: str, concurrency: int, duration: float
+) -> dict[str, t.Any]:
     env = {
-        **os.environ, "BENCH_BODY": body, "BENCH_EXPECT": expect,
+        **os.environ,
+        "BENCH_BODY": body,
+        "BENCH_EXPECT": expect,
         "BENCH_AUTH": f"Bearer {token}" if token else "",
     }
     seconds = max(1, round(duration))
     command = [
-        "wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s", "--timeout", "10s", "--latency",
-        "-s", str(LUA), url,
+        "wrk",
+        "-t1",
+        f"-c{concurrency}",
+        f"-d{seconds}s",
+        "--timeout",
+        "10s",
+        "--latency",
+        "-s",
+        str(LUA),
+        url,
     ]
     out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=seconds + 60)
     stats = sample = None
     for line in out.stdout.splitlines():
         if line.startswith("BENCHJSON "):
-            stats = json.loads(line[len("BENCHJSON "):])
+            stats = json.loads(line[len("BENCHJSON ") :])
         elif line.startswith("BENCHSAMPLE"):
-            sample = line[len("BENCHSAMPLE "):].strip()
+            sample = line[len("BENCHSAMPLE ") :].strip()
     if stats is None:
         raise RuntimeError(f"wrk gave no summary:\n{out.stdout}\n{out.stderr}")
     errors = sum(stats[k] for k in ("connect", "read", "write", "timeout"))
     return _summary(
-        stats["requests"], stats["duration_us"] / 1e6, stats["p50_us"], stats["p99_us"],
-        stats["good"], stats["bad"], errors, sample or "",
+        stats["requests"],
+        stats["duration_us"] / 1e6,
+        stats["p50_us"],
+        stats["p99_us"],
+        stats["good"],
+        stats["bad"],
+        errors,
+        sample or "",
     )
 
 
-def _gevent(url: str, body: str, token: str | None, expect: str, concurrency: int,
-            duration: float) -> dict[str, t.Any]:
+def _gevent(
+    url: str, body: str, token: str | None, expect: str, concurrency: int, duration: float
+) -> dict[str, t.Any]:
     import gevent
     from gevent import socket
 
@@ -125,8 +163,14 @@ def _gevent(url: str, body: str, token: str | None, expect: str, concurrency: in
         return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1e6 if latencies else 0
 
     return _summary(
-        len(latencies), elapsed, pct(0.50), pct(0.99), counts["good"], counts["bad"],
-        counts["errors"], sample[0] if sample else "",
+        len(latencies),
+        elapsed,
+        pct(0.50),
+        pct(0.99),
+        counts["good"],
+        counts["bad"],
+        counts["errors"],
+        sample[0] if sample else "",
     )
 
 

@@ -39,8 +39,10 @@ def top(collapsed: Path, n: int, prefix_filter: str = "") -> str:
     total = 0
     for stack, count in samples(collapsed):
         total += count
-        frames = [f.split(" (", 1)[0] + " (" + f.rsplit("/", 1)[-1] if " (" in f else f
-                  for f in stack.split(";")]
+        frames = [
+            f.split(" (", 1)[0] + " (" + f.rsplit("/", 1)[-1] if " (" in f else f
+            for f in stack.split(";")
+        ]
         frames = [f.rsplit(":", 1)[0] + ")" if f.endswith(")") else f for f in frames]
         own[frames[-1]] += count
         for frame in set(frames):
@@ -48,21 +50,30 @@ def top(collapsed: Path, n: int, prefix_filter: str = "") -> str:
     lines = [f"{total} samples", "", "own time:"]
     lines += [f"  {100 * c / total:5.1f} %  {f}" for f, c in own.most_common(n)]
     lines += ["", "inclusive time:"]
-    lines += [f"  {100 * c / total:5.1f} %  {f}" for f, c in incl.most_common(n * 2)
-              if prefix_filter in f]
+    lines += [
+        f"  {100 * c / total:5.1f} %  {f}" for f, c in incl.most_common(n * 2) if prefix_filter in f
+    ]
     return "\n".join(lines)
 
 
 #: What cost what: a sample counts toward the first group one of whose frames it holds.
 GROUPS: t.Final = (
-    ("JSON-RPC params validation (marshmallow / the fast reader)",
-     ("load_params (", "read_send_params (")),
+    (
+        "JSON-RPC params validation (marshmallow / the fast reader)",
+        ("load_params (", "read_send_params ("),
+    ),
     ("retention trim after settle", ("Retention.after_final (",)),
     ("skill run: artifact + complete (store writes, events)", ("Runs._execute (",)),
     ("task create + run start", ("Runs.start (",)),
-    ("answer: store read + dump_task + JSON", (
-        "get_task (", "dump_task (", "task_json (", "success (",
-    )),
+    (
+        "answer: store read + dump_task + JSON",
+        (
+            "get_task (",
+            "dump_task (",
+            "task_json (",
+            "success (",
+        ),
+    ),
     ("JSON-RPC envelope decode", ("decode_request (",)),
     ("other flask_a2a request code", ("(flask_a2a/",)),
     ("Flask request/response (as bare Flask)", ("(flask/", "(werkzeug/")),
@@ -106,8 +117,20 @@ def main() -> int:
                 args=("wrk", url, SEND_BODY, TOKEN, expect, 32, args.seconds + 2),
             )
             load.start()
-            command = ["py-spy", "record", "--format", "raw", "-r", "200", "-d",
-                       str(int(args.seconds)), "-o", str(out), "--pid", str(worker)]
+            command = [
+                "py-spy",
+                "record",
+                "--format",
+                "raw",
+                "-r",
+                "200",
+                "-d",
+                str(int(args.seconds)),
+                "-o",
+                str(out),
+                "--pid",
+                str(worker),
+            ]
             subprocess.run(command, check=True, capture_output=True, timeout=args.seconds + 60)
             if args.svg:
                 print("(flame graph: rerun py-spy record without --format raw)")

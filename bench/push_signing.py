@@ -23,13 +23,24 @@ from flask_a2a.push.tokens import NotificationSigner  # noqa: E402
 from flask_a2a.push.verify import NotificationVerifier  # noqa: E402
 
 URL = "https://hooks.example.com/a2a"
-BODY = json.dumps({"statusUpdate": {
-    "taskId": "8d9e4a02-51cd-435f-a3f0-ecaba310d3c1",
-    "contextId": "83d49668-4847-487c-8426-79e1b36d15ce",
-    "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-03T21:43:45.791Z",
-               "message": {"messageId": "m-1", "role": "ROLE_AGENT",
-                           "parts": [{"text": "report ready"}]}},
-}}, separators=(",", ":")).encode()
+BODY = json.dumps(
+    {
+        "statusUpdate": {
+            "taskId": "8d9e4a02-51cd-435f-a3f0-ecaba310d3c1",
+            "contextId": "83d49668-4847-487c-8426-79e1b36d15ce",
+            "status": {
+                "state": "TASK_STATE_COMPLETED",
+                "timestamp": "2026-12-03T21:43:45.791Z",
+                "message": {
+                    "messageId": "m-1",
+                    "role": "ROLE_AGENT",
+                    "parts": [{"text": "report ready"}],
+                },
+            },
+        }
+    },
+    separators=(",", ":"),
+).encode()
 
 
 def per_call_us(call: object, count: int, rounds: int) -> float:

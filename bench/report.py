@@ -60,8 +60,14 @@ def _table(rows: list[Row]) -> list[str]:
     return out
 
 
-def _target(label: str, a: Row | None, b: Row | None, target: float, c1: float | None = None,
-            pct: bool = True) -> str:
+def _target(
+    label: str,
+    a: Row | None,
+    b: Row | None,
+    target: float,
+    c1: float | None = None,
+    pct: bool = True,
+) -> str:
     """One ratio line: c=32 against ``target`` (and c=1 against ``c1`` when it has one)."""
     line = f"- {label}: {_verdict(_ratio(a, b), target, pct)}"
     if c1 is not None:
@@ -74,25 +80,79 @@ def _target(label: str, a: Row | None, b: Row | None, target: float, c1: float |
 #: Issue 19's targets (and the SDK's from before): label, row, the row it is held against, the
 #: c=32 target, the c=1 target (None: c=1 is only shown), percent (else a multiple).
 TARGETS: t.Final = (
-    ("flask_a2a (memory, 1 worker) / bare Flask (1 worker)", "a2a-memory-1w", "bare-1w",
-     0.6, 0.6, True),
-    ("flask_a2a (memory, 2 workers) / bare Flask (2 workers)", "a2a-memory-2w", "bare-2w",
-     0.6, 0.6, True),
-    ("flask_a2a (PostgreSQL, 1 worker) / bare Flask (1 worker)", "a2a-postgres-1w", "bare-1w",
-     0.4, 0.2, True),
-    ("flask_a2a (MariaDB, 1 worker) / bare Flask (1 worker)", "a2a-mariadb-1w", "bare-1w",
-     0.25, None, True),
-    ("flask_a2a REST (memory, 1 worker) / JSON-RPC (memory, 1 worker)", "a2a-rest-memory-1w",
-     "a2a-memory-1w", 0.95, None, True),
-    ("flask_a2a with the Redis bus / without (memory, 1 worker)", "a2a-redis-memory-1w",
-     "a2a-memory-1w", 0.95, None, True),
-    ("flask_a2a (memory, 1 worker) / a2a-sdk (1 uvicorn worker)", "a2a-memory-1w", "sdk-1w",
-     4.0, None, False),
+    (
+        "flask_a2a (memory, 1 worker) / bare Flask (1 worker)",
+        "a2a-memory-1w",
+        "bare-1w",
+        0.6,
+        0.6,
+        True,
+    ),
+    (
+        "flask_a2a (memory, 2 workers) / bare Flask (2 workers)",
+        "a2a-memory-2w",
+        "bare-2w",
+        0.6,
+        0.6,
+        True,
+    ),
+    (
+        "flask_a2a (PostgreSQL, 1 worker) / bare Flask (1 worker)",
+        "a2a-postgres-1w",
+        "bare-1w",
+        0.4,
+        0.2,
+        True,
+    ),
+    (
+        "flask_a2a (MariaDB, 1 worker) / bare Flask (1 worker)",
+        "a2a-mariadb-1w",
+        "bare-1w",
+        0.25,
+        None,
+        True,
+    ),
+    (
+        "flask_a2a REST (memory, 1 worker) / JSON-RPC (memory, 1 worker)",
+        "a2a-rest-memory-1w",
+        "a2a-memory-1w",
+        0.95,
+        None,
+        True,
+    ),
+    (
+        "flask_a2a with the Redis bus / without (memory, 1 worker)",
+        "a2a-redis-memory-1w",
+        "a2a-memory-1w",
+        0.95,
+        None,
+        True,
+    ),
+    (
+        "flask_a2a (memory, 1 worker) / a2a-sdk (1 uvicorn worker)",
+        "a2a-memory-1w",
+        "sdk-1w",
+        4.0,
+        None,
+        False,
+    ),
     # Issue 23: run leases cost a blocking send on PostgreSQL under 5 %.
-    ("with run leases / without (PostgreSQL, 1 worker)", "leases-on-1w", "leases-off-1w",
-     0.95, 0.95, True),
-    ("with run leases / without, every change written (PostgreSQL, 1 worker)",
-     "leases-written-on-1w", "leases-written-off-1w", 0.95, 0.95, True),
+    (
+        "with run leases / without (PostgreSQL, 1 worker)",
+        "leases-on-1w",
+        "leases-off-1w",
+        0.95,
+        0.95,
+        True,
+    ),
+    (
+        "with run leases / without, every change written (PostgreSQL, 1 worker)",
+        "leases-written-on-1w",
+        "leases-written-off-1w",
+        0.95,
+        0.95,
+        True,
+    ),
 )
 
 
@@ -125,8 +185,10 @@ def _streams(s: dict[str, t.Any]) -> list[str]:
     out = [
         "## Idle streams on one gevent worker",
         "",
-        (f"One held task; seats and run caps raised; streams opened in turn up to each count "
-         f"(worker RSS {s['rss_before_mb']} MB before the first)."),
+        (
+            f"One held task; seats and run caps raised; streams opened in turn up to each count "
+            f"(worker RSS {s['rss_before_mb']} MB before the first)."
+        ),
         "",
     ]
     held = 0
@@ -135,17 +197,23 @@ def _streams(s: dict[str, t.Any]) -> list[str]:
         more = f"{n - held:,} more" if held else "all"
         held = n
         target = STREAM_TARGETS_KB.get(n)
-        verdict = (f"target <= {target:g} KB: {'met' if kb <= target else 'MISSED'}"
-                   if target is not None else "no target at this count")
+        verdict = (
+            f"target <= {target:g} KB: {'met' if kb <= target else 'MISSED'}"
+            if target is not None
+            else "no target at this count"
+        )
         out += [
-            (f"- **{n:,} streams**: {step['opened']} open ({more} in {step['open_s']} s); "
-             f"worker RSS {step['rss_after_mb']} MB: **{kb} KB per stream** "
-             f"({verdict}); {step['kb_per_stream_at_open']} KB right after opening; "
-             f"{step['alive_after_two_keepalives']} got two `: keep-alive` in the next two "
-             f"{s['keepalive_s']} s intervals"),
+            (
+                f"- **{n:,} streams**: {step['opened']} open ({more} in {step['open_s']} s); "
+                f"worker RSS {step['rss_after_mb']} MB: **{kb} KB per stream** "
+                f"({verdict}); {step['kb_per_stream_at_open']} KB right after opening; "
+                f"{step['alive_after_two_keepalives']} got two `: keep-alive` in the next two "
+                f"{s['keepalive_s']} s intervals"
+            ),
         ]
-    out.append(f"- {s['got_final_event']} of {s['streams']} got the COMPLETED event once the "
-               "gate opened")
+    out.append(
+        f"- {s['got_final_event']} of {s['streams']} got the COMPLETED event once the gate opened"
+    )
     return out
 
 
@@ -167,8 +235,10 @@ def _fleet(f: dict[str, t.Any]) -> list[str]:
     out = [
         "## The fleet: two replicas on PostgreSQL",
         "",
-        ("Event latency across replicas: chunks written on replica A every 20 ms, a "
-         "SubscribeToTask on replica B (one gevent worker each)."),
+        (
+            "Event latency across replicas: chunks written on replica A every 20 ms, a "
+            "SubscribeToTask on replica B (one gevent worker each)."
+        ),
         "",
         "| bus | chunks | reached B | events | p50 ms | p99 ms |",
         "| --- | --: | --: | --: | --: | --: |",
@@ -232,8 +302,10 @@ def markdown(results: dict[str, t.Any]) -> str:
 def summary(runs: list[dict[str, t.Any]]) -> str:
     """One table of every target over several runs (``python bench/report.py a.json b.json``):
     the VM drifts from run to run, so a target is judged on all of them."""
-    names = [f"run {i + 1} ({r.get('environment', {}).get('date', '?')[11:]})"
-             for i, r in enumerate(runs)]
+    names = [
+        f"run {i + 1} ({r.get('environment', {}).get('date', '?')[11:]})"
+        for i, r in enumerate(runs)
+    ]
     out = ["| target | " + " | ".join(names) + " |", "| --- |" + " --: |" * len(runs)]
     lines = []  # (label, row, against, metric, pct): each target's c=32, c=1 and CPU ratio
     for label, name, against, target, c1, pct in TARGETS:
@@ -259,8 +331,10 @@ def summary(runs: list[dict[str, t.Any]]) -> str:
     for run_no, run in enumerate(runs, 1):
         redis = _row(run.get("rows", []), "a2a-redis-memory-1w")
         if redis is not None:
-            out.append(f"\nRun {run_no}: the Redis bus served {redis['redis_commands']} commands "
-                       f"during {redis['redis_requests']} blocking sends.")
+            out.append(
+                f"\nRun {run_no}: the Redis bus served {redis['redis_commands']} commands "
+                f"during {redis['redis_requests']} blocking sends."
+            )
     return "\n".join(out) + "\n"
 
 

@@ -32,9 +32,7 @@ sys.path.insert(0, str(ROOT))
 from bench import fleet, loadgen, report, sections  # noqa: E402
 from bench.servers import Server, free_port, gunicorn_command, post_json  # noqa: E402
 
-DB_URL = os.environ.get(
-    "A2A_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+DB_URL = os.environ.get("A2A_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 #: MariaDB/MySQL for the ``a2a-mariadb`` rows and ``list-mariadb`` (override: BENCH_MYSQL_URL).
 MYSQL_URL = os.environ.get(
     "BENCH_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test?charset=utf8mb4"
@@ -43,13 +41,22 @@ REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 SDK_VENV = HERE / ".venv-sdk"
 SDK_SPEC = "a2a-sdk[http-server]==1.3.0"
 TOKEN = "bench-token"
-SEND_BODY = json.dumps({
-    "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-    "params": {"message": {
-        "messageId": "bench-1", "role": "ROLE_USER",
-        "parts": [{"text": "hello bench"}], "metadata": {"skill": "echo"},
-    }},
-}, separators=(",", ":"))
+SEND_BODY = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": "bench-1",
+                "role": "ROLE_USER",
+                "parts": [{"text": "hello bench"}],
+                "metadata": {"skill": "echo"},
+            }
+        },
+    },
+    separators=(",", ":"),
+)
 #: The same SendMessage over the HTTP+JSON binding: the bare SendMessageRequest.
 REST_SEND_BODY = json.dumps(json.loads(SEND_BODY)["params"], separators=(",", ":"))
 #: Raised caps so 32 concurrent sends of one owner are never refused.
@@ -128,9 +135,19 @@ def private_redis() -> t.Iterator[tuple[str | None, str]]:
     port = free_port()
     try:
         proc = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "redis-server",
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
     except OSError as exc:
         yield None, f"redis-server cannot start: {exc}"
@@ -165,7 +182,8 @@ def ensure_sdk_venv(log: t.Callable[[str], None]) -> tuple[Path | None, str]:
         subprocess.run([sys.executable, "-m", "venv", str(SDK_VENV)], check=True, timeout=120)
         subprocess.run(
             [str(python), "-m", "pip", "install", "-q", SDK_SPEC, "uvicorn"],
-            check=True, timeout=300,
+            check=True,
+            timeout=300,
         )
     except (subprocess.SubprocessError, OSError) as exc:
         return None, f"could not install the SDK venv: {exc}"
@@ -174,16 +192,22 @@ def ensure_sdk_venv(log: t.Callable[[str], None]) -> tuple[Path | None, str]:
 
 def sdk_version(python: Path) -> str:
     out = subprocess.run(
-        [str(python), "-c", ("import importlib.metadata as m; "
-         "print(m.version('a2a-sdk'), m.version('uvicorn'))")],
-        capture_output=True, text=True, timeout=30,
+        [
+            str(python),
+            "-c",
+            ("import importlib.metadata as m; print(m.version('a2a-sdk'), m.version('uvicorn'))"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     return out.stdout.strip()
 
 
 class Bench:
-    def __init__(self, plan: Plan, generator: str, only: set[str] | None,
-                 telemetry: bool = False) -> None:
+    def __init__(
+        self, plan: Plan, generator: str, only: set[str] | None, telemetry: bool = False
+    ) -> None:
         #: Also run the 1-worker memory row with metrics and traces off, and with both on.
         self.telemetry = telemetry
         self.plan = plan
@@ -207,8 +231,16 @@ class Bench:
 
     # -- throughput rows
 
-    def measure(self, server: Server, url: str, body: str, token: str | None,
-                expect: str, concurrency: int, duration: float) -> dict[str, t.Any]:
+    def measure(
+        self,
+        server: Server,
+        url: str,
+        body: str,
+        token: str | None,
+        expect: str,
+        concurrency: int,
+        duration: float,
+    ) -> dict[str, t.Any]:
         cpu0, busy0, own0 = server.cpu_seconds(), machine_busy(), own_cpu()
         out = loadgen.run(self.generator, url, body, token, expect, concurrency, duration)
         server_cpu = server.cpu_seconds() - cpu0
@@ -219,9 +251,20 @@ class Bench:
         out["other_load_cores"] = round(max(0.0, others) / duration, 2)
         return out
 
-    def throughput(self, name: str, label: str, command: list[str], env: dict[str, str],
-                   url_path: str, expect: str, ready: str, workers: int, store: str,
-                   body: str = SEND_BODY, redis_url: str | None = None) -> None:
+    def throughput(
+        self,
+        name: str,
+        label: str,
+        command: list[str],
+        env: dict[str, str],
+        url_path: str,
+        expect: str,
+        ready: str,
+        workers: int,
+        store: str,
+        body: str = SEND_BODY,
+        redis_url: str | None = None,
+    ) -> None:
         if not self.wanted(name):
             return
         need = 2 * self.plan.repeats * self.plan.duration + self.plan.warmup + 8
@@ -236,7 +279,10 @@ class Bench:
                 raise RuntimeError(f"{name}: unexpected answer {first!r:.300}")
             loadgen.run(self.generator, url, body, TOKEN, expect, 32, self.plan.warmup)
             row: dict[str, t.Any] = {
-                "name": name, "label": label, "workers": workers, "store": store,
+                "name": name,
+                "label": label,
+                "workers": workers,
+                "store": store,
             }
             commands0 = redis_commands(redis_url) if redis_url else 0
             sent = 0
@@ -251,9 +297,11 @@ class Bench:
                 best["bad"] = sum(trial["bad"] for trial in trials)
                 best["socket_errors"] = sum(trial["socket_errors"] for trial in trials)
                 row[f"c{conc}"] = best
-                self.log(f"{name} c={conc}: {row[f'c{conc}']['rps']:.0f} req/s, "
-                         f"p50 {row[f'c{conc}']['p50_ms']:.2f} ms, "
-                         f"p99 {row[f'c{conc}']['p99_ms']:.2f} ms, bad {row[f'c{conc}']['bad']}")
+                self.log(
+                    f"{name} c={conc}: {row[f'c{conc}']['rps']:.0f} req/s, "
+                    f"p50 {row[f'c{conc}']['p50_ms']:.2f} ms, "
+                    f"p99 {row[f'c{conc}']['p99_ms']:.2f} ms, bad {row[f'c{conc}']['bad']}"
+                )
             row["rss_mb"] = round(server.worker_rss_kb() / 1024, 1)
             if redis_url:  # every command the row's Redis served during the measured runs
                 row["redis_commands"] = redis_commands(redis_url) - commands0
@@ -261,34 +309,66 @@ class Bench:
                 row["redis_commands_per_request"] = round(row["redis_commands"] / max(1, sent), 4)
         self.results["rows"].append(row)
 
-    def run_throughput(self, sdk_python: Path | None, sdk_reason: str, sql_reason: str | None,
-                       mysql_reason: str | None = "not requested") -> None:
+    def run_throughput(
+        self,
+        sdk_python: Path | None,
+        sdk_reason: str,
+        sql_reason: str | None,
+        mysql_reason: str | None = "not requested",
+    ) -> None:
         a2a = "bench.apps:create_app()"
         bare = "bench.apps:create_bare_app()"
         completed = "TASK_STATE_COMPLETED"
         for workers in (1, 2):
             w = f"{workers}w"
             self.throughput(
-                f"bare-{w}", "bare Flask JSON", gunicorn_command(bare, workers), {},
-                "/echo", '"ok":true', "/bench/ping", workers, "-",
+                f"bare-{w}",
+                "bare Flask JSON",
+                gunicorn_command(bare, workers),
+                {},
+                "/echo",
+                '"ok":true',
+                "/bench/ping",
+                workers,
+                "-",
             )
             # Blocking echoes never ask another worker about a task: two workers may each
             # keep their own memory store (the opt-in; without it they refuse to boot).
             memory = {**A2A_ENV, "A2A_ALLOW_MEMORY_STORE_IN_WORKERS": "true"}
             self.throughput(
-                f"a2a-memory-{w}", "flask_a2a SendMessage", gunicorn_command(a2a, workers),
-                memory, "/a2a", completed, "/bench/ping", workers, "memory",
+                f"a2a-memory-{w}",
+                "flask_a2a SendMessage",
+                gunicorn_command(a2a, workers),
+                memory,
+                "/a2a",
+                completed,
+                "/bench/ping",
+                workers,
+                "memory",
             )
             if workers == 1 and self.telemetry:
                 for suffix, label, extra in (
-                    ("off", "flask_a2a SendMessage, metrics and traces off",
-                     {"A2A_METRICS": "false"}),
-                    ("otel", "flask_a2a SendMessage, metrics and every span recorded",
-                     {"BENCH_TRACING": "1"}),
+                    (
+                        "off",
+                        "flask_a2a SendMessage, metrics and traces off",
+                        {"A2A_METRICS": "false"},
+                    ),
+                    (
+                        "otel",
+                        "flask_a2a SendMessage, metrics and every span recorded",
+                        {"BENCH_TRACING": "1"},
+                    ),
                 ):
                     self.throughput(
-                        f"a2a-memory-{w}-{suffix}", label, gunicorn_command(a2a, workers),
-                        {**memory, **extra}, "/a2a", completed, "/bench/ping", workers, "memory",
+                        f"a2a-memory-{w}-{suffix}",
+                        label,
+                        gunicorn_command(a2a, workers),
+                        {**memory, **extra},
+                        "/a2a",
+                        completed,
+                        "/bench/ping",
+                        workers,
+                        "memory",
                     )
             if workers == 1 and self.wanted("a2a-redis-memory-1w"):
                 # The Redis bus must cost a blocking send nothing (issue 19): a Redis server of
@@ -298,15 +378,28 @@ class Bench:
                         self.skip("a2a-redis-memory-1w", reason)
                     else:
                         self.throughput(
-                            "a2a-redis-memory-1w", "flask_a2a SendMessage, Redis bus",
-                            gunicorn_command(a2a, workers), {**memory, "A2A_REDIS_URL": url},
-                            "/a2a", completed, "/bench/ping", workers, "memory",
+                            "a2a-redis-memory-1w",
+                            "flask_a2a SendMessage, Redis bus",
+                            gunicorn_command(a2a, workers),
+                            {**memory, "A2A_REDIS_URL": url},
+                            "/a2a",
+                            completed,
+                            "/bench/ping",
+                            workers,
+                            "memory",
                             redis_url=url,
                         )
             self.throughput(  # the same echo over the HTTP+JSON binding (docs/rest.md)
-                f"a2a-rest-memory-{w}", "flask_a2a SendMessage (REST)",
-                gunicorn_command(a2a, workers), memory, "/a2a/rest/message:send", completed,
-                "/bench/ping", workers, "memory", body=REST_SEND_BODY,
+                f"a2a-rest-memory-{w}",
+                "flask_a2a SendMessage (REST)",
+                gunicorn_command(a2a, workers),
+                memory,
+                "/a2a/rest/message:send",
+                completed,
+                "/bench/ping",
+                workers,
+                "memory",
+                body=REST_SEND_BODY,
             )
             if workers == 1 or self.plan.two_worker_pg:
                 if sql_reason:
@@ -314,13 +407,23 @@ class Bench:
                         self.skip(f"a2a-postgres-{w}", sql_reason)
                 else:
                     prefix = f"bench_{os.getpid()}_{workers}_"
-                    env = {**A2A_ENV, "BENCH_STORE": "sql", "BENCH_TABLE_PREFIX": prefix,
-                           "A2A_DATABASE_URL": DB_URL}
+                    env = {
+                        **A2A_ENV,
+                        "BENCH_STORE": "sql",
+                        "BENCH_TABLE_PREFIX": prefix,
+                        "A2A_DATABASE_URL": DB_URL,
+                    }
                     try:
                         self.throughput(
-                            f"a2a-postgres-{w}", "flask_a2a SendMessage",
-                            gunicorn_command(a2a, workers), env, "/a2a", completed,
-                            "/bench/ping", workers, "postgres",
+                            f"a2a-postgres-{w}",
+                            "flask_a2a SendMessage",
+                            gunicorn_command(a2a, workers),
+                            env,
+                            "/a2a",
+                            completed,
+                            "/bench/ping",
+                            workers,
+                            "postgres",
                         )
                     finally:
                         drop_tables(prefix)
@@ -334,14 +437,27 @@ class Bench:
                     port = free_port()
                     command = [str(sdk_python), str(HERE / "sdk_echo_agent.py"), str(port), TOKEN]
                     self.throughput(
-                        "sdk-1w", "a2a-sdk SendMessage (uvicorn)", command, {"PORT": str(port)},
-                        "/", completed, "/.well-known/agent-card.json", 1, "memory",
+                        "sdk-1w",
+                        "a2a-sdk SendMessage (uvicorn)",
+                        command,
+                        {"PORT": str(port)},
+                        "/",
+                        completed,
+                        "/.well-known/agent-card.json",
+                        1,
+                        "memory",
                     )
 
-
-    def sql_row(self, name: str, store: str, url: str, reason: str | None, workers: int,
-                label: str = "flask_a2a SendMessage", extra: dict[str, str] | None = None,
-                ) -> None:
+    def sql_row(
+        self,
+        name: str,
+        store: str,
+        url: str,
+        reason: str | None,
+        workers: int,
+        label: str = "flask_a2a SendMessage",
+        extra: dict[str, str] | None = None,
+    ) -> None:
         """One echo row on the SQL store at ``url`` (a fresh table prefix, dropped after)."""
         name = f"{name}-{workers}w"
         if reason:
@@ -351,16 +467,27 @@ class Bench:
         if not self.wanted(name):
             return
         prefix = f"bench_{os.getpid()}_{workers}_"
-        env = {**A2A_ENV, "BENCH_STORE": "sql", "BENCH_TABLE_PREFIX": prefix,
-               "A2A_DATABASE_URL": url, **(extra or {})}
+        env = {
+            **A2A_ENV,
+            "BENCH_STORE": "sql",
+            "BENCH_TABLE_PREFIX": prefix,
+            "A2A_DATABASE_URL": url,
+            **(extra or {}),
+        }
         try:
             self.throughput(
-                name, label, gunicorn_command("bench.apps:create_app()", workers),
-                env, "/a2a", "TASK_STATE_COMPLETED", "/bench/ping", workers, store,
+                name,
+                label,
+                gunicorn_command("bench.apps:create_app()", workers),
+                env,
+                "/a2a",
+                "TASK_STATE_COMPLETED",
+                "/bench/ping",
+                workers,
+                store,
             )
         finally:
             drop_tables(prefix, url)
-
 
     def lease_rows(self, reason: str | None) -> None:
         """The run leases' cost (issue 23): the PostgreSQL echo with leases and without
@@ -371,7 +498,11 @@ class Bench:
         for name, delay in (("leases", "1.0"), ("leases-written", "0")):
             for on in ("true", "false"):
                 self.sql_row(
-                    f"{name}-{'on' if on == 'true' else 'off'}", "postgres", DB_URL, reason, 1,
+                    f"{name}-{'on' if on == 'true' else 'off'}",
+                    "postgres",
+                    DB_URL,
+                    reason,
+                    1,
                     label=f"SendMessage, A2A_RUN_LEASES={on}, write delay {delay} s",
                     extra={"A2A_RUN_LEASES": on, "A2A_BLOCKING_WRITE_DELAY": delay},
                 )
@@ -424,9 +555,14 @@ def environment(generator: str, sdk: str) -> dict[str, t.Any]:
     import gunicorn
 
     return {
-        "cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
-        "flask": version("flask"), "gunicorn": gunicorn.__version__,
-        "gevent": gevent.__version__, "sdk": sdk, "generator": generator,
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "flask": version("flask"),
+        "gunicorn": gunicorn.__version__,
+        "gevent": gevent.__version__,
+        "sdk": sdk,
+        "generator": generator,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "shared_machine": "load generator and server share the same cores",
     }
@@ -437,13 +573,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short run (under ~90 s)")
     parser.add_argument("--generator", choices=("auto", "wrk", "gevent"), default="auto")
     parser.add_argument(
-        "--only", nargs="*",
+        "--only",
+        nargs="*",
         help="run only rows/sections with these prefixes "
         "(bare, a2a-memory, a2a-redis, a2a-rest, a2a-postgres, a2a-mariadb, leases, sdk, streams, "
         "list, list-mariadb, fleet)",
     )
     parser.add_argument(
-        "--telemetry", action="store_true",
+        "--telemetry",
+        action="store_true",
         help="also run a2a-memory-1w with metrics and traces off (-off) and both on (-otel)",
     )
     args = parser.parse_args(argv)
@@ -452,8 +590,10 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(ROOT)
     nofile = raise_nofile()
     bench = Bench(plan, generator, set(args.only) if args.only else None, args.telemetry)
-    bench.log(f"plan: {'quick' if args.quick else 'full'}; generator {generator}; "
-              f"RLIMIT_NOFILE {nofile}; budget {plan.budget:.0f}s")
+    bench.log(
+        f"plan: {'quick' if args.quick else 'full'}; generator {generator}; "
+        f"RLIMIT_NOFILE {nofile}; budget {plan.budget:.0f}s"
+    )
     sql_reason = sql_available()
     if sql_reason:
         bench.log(f"PostgreSQL rows skipped: {sql_reason}")

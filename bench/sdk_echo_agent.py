@@ -62,8 +62,13 @@ class BearerAuth:
         if scope["type"] == "http" and scope["method"] == "POST":
             auth = dict(scope["headers"]).get(b"authorization")
             if auth != self.expected:
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json")]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
                 await send({"type": "http.response.body", "body": b'{"error":"unauthorized"}'})
                 return
         await self.app(scope, receive, send)
@@ -83,8 +88,9 @@ def build_app(port: int, token: str):
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="echo", name="Echo", description="Echo input", tags=["echo"])],
     )
-    card.security_schemes["bearer"].CopyFrom(SecurityScheme(
-        http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="Bearer")))
+    card.security_schemes["bearer"].CopyFrom(
+        SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="Bearer"))
+    )
     card.security_requirements.append(SecurityRequirement(schemes={"bearer": StringList(list=[])}))
     handler = DefaultRequestHandler(
         agent_executor=EchoAgentExecutor(), task_store=InMemoryTaskStore(), agent_card=card
@@ -96,5 +102,6 @@ def build_app(port: int, token: str):
 if __name__ == "__main__":
     port = int(sys.argv[1])
     token = sys.argv[2] if len(sys.argv) > 2 else "bench-token"
-    uvicorn.run(build_app(port, token), host="127.0.0.1", port=port, log_level="warning",
-                access_log=False)
+    uvicorn.run(
+        build_app(port, token), host="127.0.0.1", port=port, log_level="warning", access_log=False
+    )

@@ -137,11 +137,18 @@ def idle_streams(bench: t.Any, sizes: tuple[int, ...]) -> dict[str, t.Any]:
     command = gunicorn_command(A2A_APP, 1, connections=n + 500)
     steps: list[dict[str, t.Any]] = []
     with Server(command, env, "/bench/ping") as server:
-        send = _rpc("SendMessage", {
-            "message": {"messageId": "gate-1", "role": "ROLE_USER", "parts": [{"text": "hold"}],
-                        "metadata": {"skill": "gate"}},
-            "configuration": {"returnImmediately": True},
-        })
+        send = _rpc(
+            "SendMessage",
+            {
+                "message": {
+                    "messageId": "gate-1",
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "hold"}],
+                    "metadata": {"skill": "gate"},
+                },
+                "configuration": {"returnImmediately": True},
+            },
+        )
         task = post_json(server.base + "/a2a", send, TOKEN)["result"]["task"]
         body = _rpc("SubscribeToTask", {"id": task["id"]}).encode()
         request = (
@@ -159,8 +166,10 @@ def idle_streams(bench: t.Any, sizes: tuple[int, ...]) -> dict[str, t.Any]:
         before = rss_kb(worker)
         pool = _Pool(port, request)
         for size in sizes:
-            bench.log(f"streams: opening {size - len(pool.streams)} more SubscribeToTask "
-                      f"streams on one worker (to {size})")
+            bench.log(
+                f"streams: opening {size - len(pool.streams)} more SubscribeToTask "
+                f"streams on one worker (to {size})"
+            )
             began = time.monotonic()
             count = [s.keepalives for s in pool.streams]
             opened = pool.open(size, began + max(20.0, (size - len(pool.streams)) / 200))
@@ -171,24 +180,32 @@ def idle_streams(bench: t.Any, sizes: tuple[int, ...]) -> dict[str, t.Any]:
             after = rss_kb(worker)
             count += [0] * (len(pool.streams) - len(count))
             alive = sum(
-                1 for s, k in zip(pool.streams, count, strict=True)
+                1
+                for s, k in zip(pool.streams, count, strict=True)
                 if s.first and not s.closed and s.keepalives - k >= 2
             )
-            steps.append({
-                "streams": size, "opened": opened, "open_s": round(open_s, 2),
-                "rss_after_mb": round(after / 1024, 1),
-                "kb_per_stream": round((after - before) / max(1, opened), 1),
-                "kb_per_stream_at_open": round((after_open - before) / max(1, opened), 1),
-                "alive_after_two_keepalives": alive,
-            })
+            steps.append(
+                {
+                    "streams": size,
+                    "opened": opened,
+                    "open_s": round(open_s, 2),
+                    "rss_after_mb": round(after / 1024, 1),
+                    "kb_per_stream": round((after - before) / max(1, opened), 1),
+                    "kb_per_stream_at_open": round((after_open - before) / max(1, opened), 1),
+                    "alive_after_two_keepalives": alive,
+                }
+            )
             bench.log(f"streams: {steps[-1]}")
         post_json(server.base + "/bench/release", "{}", TOKEN)
         pool.pump(time.monotonic() + 15, stop=lambda: all(s.done for s in pool.streams))
         done = sum(1 for s in pool.streams if s.done)
         pool.close()
     return {
-        "streams": n, "rss_before_mb": round(before / 1024, 1), "keepalive_s": KEEPALIVE_S,
-        "sizes": steps, "got_final_event": done,
+        "streams": n,
+        "rss_before_mb": round(before / 1024, 1),
+        "keepalive_s": KEEPALIVE_S,
+        "sizes": steps,
+        "got_final_event": done,
     }
 
 
@@ -208,15 +225,28 @@ def _seed(store: t.Any, owner: str, count: int) -> None:
         stamp = start + timedelta(milliseconds=i)
         message = Message(f"m-{i}", Role.USER, (Part(text=f"hello {i}"),), context_id, task_id)
         task = Task(
-            task_id, context_id, TaskStatus(TaskState.COMPLETED, stamp),
+            task_id,
+            context_id,
+            TaskStatus(TaskState.COMPLETED, stamp),
             artifacts=(Artifact(f"a-{i}", (Part(text=f"hello {i}"),), name="echo"),),
-            history=(message,), metadata={"flask_a2a.skill": "echo"},
+            history=(message,),
+            metadata={"flask_a2a.skill": "echo"},
         )
-        rows.append({
-            "id": task_id, "owner": owner, "tenant": None, "scopes": None, "skill": "echo",
-            "version": 3, "state": task.status.state.value, "status_ts": _micros(stamp),
-            "context_id": context_id, "created_at": _micros(stamp), "body": encode_task(task),
-        })
+        rows.append(
+            {
+                "id": task_id,
+                "owner": owner,
+                "tenant": None,
+                "scopes": None,
+                "skill": "echo",
+                "version": 3,
+                "state": task.status.state.value,
+                "status_ts": _micros(stamp),
+                "context_id": context_id,
+                "created_at": _micros(stamp),
+                "body": encode_task(task),
+            }
+        )
         if len(rows) == 5000 or i == count - 1:
             with store.engine.begin() as conn:
                 conn.execute(store.tasks.insert(), rows)
@@ -249,7 +279,9 @@ def list_tasks(bench: t.Any, db_url: str, sizes: tuple[int, int]) -> dict[str, t
         result["seed_s"] = round(time.monotonic() - began, 1)
         bench.log(f"list: seeded {small} + {large} tasks in {result['seed_s']}s")
         env = {
-            "BENCH_STORE": "sql", "BENCH_TABLE_PREFIX": prefix, "A2A_DATABASE_URL": db_url,
+            "BENCH_STORE": "sql",
+            "BENCH_TABLE_PREFIX": prefix,
+            "A2A_DATABASE_URL": db_url,
             "A2A_TERMINAL_TASK_RETENTION": "-1",
         }
         body = _rpc("ListTasks", {"pageSize": 50})
@@ -262,8 +294,10 @@ def list_tasks(bench: t.Any, db_url: str, sizes: tuple[int, int]) -> dict[str, t
                     bench.generator, url, body, token, expect, 1, bench.plan.duration / 2
                 )
                 result[str(count)] = stats
-                bench.log(f"list: {count} tasks: p50 {stats['p50_ms']:.2f} ms, "
-                          f"p99 {stats['p99_ms']:.2f} ms, bad {stats['bad']}")
+                bench.log(
+                    f"list: {count} tasks: p50 {stats['p50_ms']:.2f} ms, "
+                    f"p99 {stats['p99_ms']:.2f} ms, bad {stats['bad']}"
+                )
         p_small, p_large = result[str(small)]["p50_ms"], result[str(large)]["p50_ms"]
         result["sizes"] = [small, large]
         result["ratio"] = round(p_large / p_small, 2) if p_small else None
@@ -271,4 +305,3 @@ def list_tasks(bench: t.Any, db_url: str, sizes: tuple[int, int]) -> dict[str, t
         store.drop()
         engine.dispose()
     return result
-

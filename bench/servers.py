@@ -78,7 +78,10 @@ class Server:
     """``with Server(command, env, ready_path) as server:`` -> ``server.base`` answers."""
 
     def __init__(
-        self, command: list[str], env: t.Mapping[str, str], ready_path: str,
+        self,
+        command: list[str],
+        env: t.Mapping[str, str],
+        ready_path: str,
         startup_timeout: float = 60.0,
     ) -> None:
         port = int(env["PORT"]) if "PORT" in env else free_port()

@@ -112,4 +112,3 @@ def create_app(config: t.Mapping[str, t.Any] | None = None) -> Flask:
         ),
     )
     return app
-

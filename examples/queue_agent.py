@@ -42,8 +42,9 @@ def build_report(task_id: str, text: str) -> None:
 
 
 a2a = A2A(
-    skills=[Skill(id="report", name="Report", description="Counts words, on a worker.",
-                  handler=report)],
+    skills=[
+        Skill(id="report", name="Report", description="Counts words, on a worker.", handler=report)
+    ],
     principal=principal,
 )
 

@@ -45,16 +45,28 @@ def search(task: TaskContext) -> None:
 
 
 support = A2A(
-    skills=[Skill(id="open-ticket", name="Open a ticket", description="Opens a support ticket.",
-                  handler=open_ticket)],
+    skills=[
+        Skill(
+            id="open-ticket",
+            name="Open a ticket",
+            description="Opens a support ticket.",
+            handler=open_ticket,
+        )
+    ],
     principal=principal,
     card=AgentCard(name="Support", description="Opens support tickets."),
 )
 billing = A2A(
     name="billing",
     url_prefix="/billing",
-    skills=[Skill(id="invoice-total", name="Invoice total",
-                  description="Sums the caller's invoices.", handler=invoice_total)],
+    skills=[
+        Skill(
+            id="invoice-total",
+            name="Invoice total",
+            description="Sums the caller's invoices.",
+            handler=invoice_total,
+        )
+    ],
     principal=principal,
     card=AgentCard(name="Billing", description="Answers questions about your invoices."),
     config={"A2A_MAX_CONCURRENT_RUNS_PER_OWNER": 2},  # billing's own limit
@@ -62,8 +74,14 @@ billing = A2A(
 search_agent = A2A(
     name="search",
     url_prefix="/search",
-    skills=[Skill(id="search-help", name="Search help", description="Searches help articles.",
-                  handler=search)],
+    skills=[
+        Skill(
+            id="search-help",
+            name="Search help",
+            description="Searches help articles.",
+            handler=search,
+        )
+    ],
     principal=principal,
     card=AgentCard(name="Search", description="Searches the help center."),
     config={"A2A_TASK_TIMEOUT": 10.0},

@@ -128,5 +128,6 @@ class Scoping:
         """The principal a handler sees: the caller's own tenant."""
         if self.agent == DEFAULT_AGENT:
             return principal
-        return Principal(principal.owner, principal.scopes, host_tenant(self.agent,
-                                                                        principal.tenant))
+        return Principal(
+            principal.owner, principal.scopes, host_tenant(self.agent, principal.tenant)
+        )

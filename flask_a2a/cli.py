@@ -48,10 +48,16 @@ _AGENT_KEY: t.Final = "flask_a2a.agent"
 a2a_cli = AppGroup(
     "a2a",
     help="Inspect and maintain the A2A task exchange; call A2A agents.",
-    params=[click.Option(["--agent"], metavar="NAME", help=(
-        "The agent to act on, when the app serves several (A2A(name=...)); default: the "
-        "first registered."
-    ))],
+    params=[
+        click.Option(
+            ["--agent"],
+            metavar="NAME",
+            help=(
+                "The agent to act on, when the app serves several (A2A(name=...)); default: the "
+                "first registered."
+            ),
+        )
+    ],
     callback=_select_agent,
 )
 
@@ -72,8 +78,11 @@ def _state() -> A2AState:
         except KeyError as exc:
             raise click.ClickException(str(exc.args[0])) from None
     if registry.several():
-        click.echo(f"agent {state.name!r} (this app serves {', '.join(registry.states)}; "
-                   "choose with flask a2a --agent NAME)", err=True)
+        click.echo(
+            f"agent {state.name!r} (this app serves {', '.join(registry.states)}; "
+            "choose with flask a2a --agent NAME)",
+            err=True,
+        )
     return t.cast(A2AState, state)
 
 
@@ -94,8 +103,11 @@ def _short(state: TaskState) -> str:
 
 
 @a2a_cli.command("card")
-@click.option("--base-url", metavar="URL",
-              help="The public base URL the card's URLs start with (e.g. https://example.com).")
+@click.option(
+    "--base-url",
+    metavar="URL",
+    help="The public base URL the card's URLs start with (e.g. https://example.com).",
+)
 def card_command(base_url: str | None) -> None:
     """Print the public agent card (JSON), as the app serves it.
 
@@ -146,9 +158,12 @@ def owner_records(state: A2AState, owner: str) -> list[TaskRecord]:
     query = ListQuery(owner=owner, tenanted=False, scoped=False, limit=WALK_PAGE)
     while True:
         page = state.exchange.store.list_tasks(dataclasses.replace(query, cursor=cursor))
-        records.extend(r for r in page.records if r.owner == owner and (
-            not agents(current_app).several() or agent_of(r.tenant) == state.name
-        ))
+        records.extend(
+            r
+            for r in page.records
+            if r.owner == owner
+            and (not agents(current_app).several() or agent_of(r.tenant) == state.name)
+        )
         if page.next_cursor is None or not page.records:
             return records
         cursor = page.next_cursor
@@ -318,8 +333,13 @@ def _paused(records: list[TaskRecord]) -> int:
 
 
 @a2a_cli.command("rotate-push-secrets")
-@click.option("--batch-size", type=click.IntRange(min=1), default=ROTATE_BATCH,
-              show_default=True, help="Configs read and rewritten per step.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=ROTATE_BATCH,
+    show_default=True,
+    help="Configs read and rewritten per step.",
+)
 def rotate_push_secrets_command(batch_size: int) -> None:
     """Re-seal every stored push token and credential under the newest A2A_PUSH_SECRET_KEY.
 
@@ -414,10 +434,18 @@ def describe_task(task: Task) -> str:
 @click.option("--task-id", help="Continue this paused task.")
 @click.option("--stream", is_flag=True, help="Stream the task, one line per event.")
 @click.option("--json", "as_json", is_flag=True, help="Print ProtoJSON instead of text.")
-@click.option("--timeout", type=float, default=330.0, show_default=True,
-              help="Seconds to wait for an answer (between events when streaming).")
-@click.option("--binding", help="JSONRPC or HTTP+JSON (also 'rest'); default: what the "
-              "agent card lists first, or lists at URL.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=330.0,
+    show_default=True,
+    help="Seconds to wait for an answer (between events when streaming).",
+)
+@click.option(
+    "--binding",
+    help="JSONRPC or HTTP+JSON (also 'rest'); default: what the "
+    "agent card lists first, or lists at URL.",
+)
 def call_command(
     url: str,
     skill: str,
@@ -445,7 +473,10 @@ def call_command(
     }
     try:
         with A2AClient.connect(
-            url, token=token, send_timeout=(5.0, timeout), stream_timeout=(5.0, timeout),
+            url,
+            token=token,
+            send_timeout=(5.0, timeout),
+            stream_timeout=(5.0, timeout),
             binding=binding,
         ) as client:
             if stream:
@@ -527,11 +558,17 @@ def push_status_command(task_id: str, owner: str | None) -> None:
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last["at"])) if last else "-"
         said = f"{when} {last.get('outcome', '')} {last.get('detail', '')}".strip()
         paused = entry.get("paused", 0.0)
-        rows.append((
-            config_id, url, str(entry.get("sent", 0)), str(entry.get("retried", 0)),
-            str(entry.get("given_up", 0)), str(entry.get("dropped", 0)),
-            f"paused {paused:.0f}s" if paused else ("-" if not entry else "active"),
-            said,
-        ))
+        rows.append(
+            (
+                config_id,
+                url,
+                str(entry.get("sent", 0)),
+                str(entry.get("retried", 0)),
+                str(entry.get("given_up", 0)),
+                str(entry.get("dropped", 0)),
+                f"paused {paused:.0f}s" if paused else ("-" if not entry else "active"),
+                said,
+            )
+        )
     click.echo(_table(rows))
     click.echo(f"(counts kept {KEY_TTL // 86400} days after the last delivery)")

@@ -373,9 +373,9 @@ class Settings:
         if not path.startswith("/"):
             raise ConfigError(f"A2A_CONSOLE_PATH must start with '/', got {self.console_path!r}")
         rest = self.rest_mount
-        if path == self.path.rstrip("/") or (rest is not None and (path + "/").startswith(
-            rest + "/"
-        )):
+        if path == self.path.rstrip("/") or (
+            rest is not None and (path + "/").startswith(rest + "/")
+        ):
             raise ConfigError(
                 f"A2A_CONSOLE_PATH {self.console_path!r} must differ from A2A_PATH and lie "
                 "outside A2A_REST_PATH"

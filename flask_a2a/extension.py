@@ -289,19 +289,23 @@ class A2A:
             runner = first.exchange.runner  # ... and the run pool
         else:
             runner = default_runner(settings.run_pool_size)
-        push = None if settings.disable_push_notifications else PushSender(
-            t.cast(Store, store),
-            runner.spawn,
-            allow_private=settings.allow_private_push,
-            timeout=settings.push_timeout,
-            max_configs_per_task=settings.max_push_configs_per_task,
-            client=self._push_client,
-            resolver=self._push_resolver,
-            refresh=settings.replica_poll_interval,
-            secrets=secrets,
-            metrics=recorder(settings.metrics, settings.agent),
-            signer=_notification_signer(self._signing_keys, settings),
-            queue=_push_queue(settings, secrets),
+        push = (
+            None
+            if settings.disable_push_notifications
+            else PushSender(
+                t.cast(Store, store),
+                runner.spawn,
+                allow_private=settings.allow_private_push,
+                timeout=settings.push_timeout,
+                max_configs_per_task=settings.max_push_configs_per_task,
+                client=self._push_client,
+                resolver=self._push_resolver,
+                refresh=settings.replica_poll_interval,
+                secrets=secrets,
+                metrics=recorder(settings.metrics, settings.agent),
+                signer=_notification_signer(self._signing_keys, settings),
+                queue=_push_queue(settings, secrets),
+            )
         )
         entities = EntityRegistry(self._entities, app, self._entity_gate)
         skills = list(self._skills)

@@ -238,7 +238,9 @@ class A2ATestClient:
             return self.rest(method, params, token=token, headers=headers, buffered=buffered)
         body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
         return self.client.post(
-            self.path, data=json.dumps(body), headers=self.headers(token, headers),
+            self.path,
+            data=json.dumps(body),
+            headers=self.headers(token, headers),
             buffered=buffered,
         )
 
@@ -246,9 +248,9 @@ class A2ATestClient:
         """One decoded stream event in the JSON-RPC shape (see :func:`stream_event`)."""
         return stream_event(data, self.binding)
 
-    def headers(self, token: str | None = None, extra: t.Mapping[str, str] | None = None) -> dict[
-        str, str
-    ]:
+    def headers(
+        self, token: str | None = None, extra: t.Mapping[str, str] | None = None
+    ) -> dict[str, str]:
         out = {"Content-Type": "application/json"}
         token = token or self.token
         if token:

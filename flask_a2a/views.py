@@ -37,10 +37,16 @@ def agent_state() -> A2AState:
 def exchange_view() -> Response:
     state = agent_state()
     exchange = state.exchange
-    return _answer(state, jsonrpc_binding.handle(
-        _http_request(state), exchange.settings, exchange.methods, exchange.extensions,
-        legacy=state.legacy,
-    ))
+    return _answer(
+        state,
+        jsonrpc_binding.handle(
+            _http_request(state),
+            exchange.settings,
+            exchange.methods,
+            exchange.extensions,
+            legacy=state.legacy,
+        ),
+    )
 
 
 def rest_view(route: str = "") -> Response:
@@ -51,13 +57,22 @@ def rest_view(route: str = "") -> Response:
 def _rest_answer(state: A2AState, route: str) -> Response:
     exchange = state.exchange
     if state.legacy_rest is not None and route.startswith(rest_v03_binding.PREFIX):
-        return _answer(state, rest_v03_binding.handle(
-            _http_request(state), route[len(rest_v03_binding.PREFIX):], exchange.settings,
-            state.legacy_rest, exchange.extensions,
-        ))
-    return _answer(state, rest_binding.handle(
-        _http_request(state), route, exchange.settings, exchange.methods, exchange.extensions
-    ))
+        return _answer(
+            state,
+            rest_v03_binding.handle(
+                _http_request(state),
+                route[len(rest_v03_binding.PREFIX) :],
+                exchange.settings,
+                state.legacy_rest,
+                exchange.extensions,
+            ),
+        )
+    return _answer(
+        state,
+        rest_binding.handle(
+            _http_request(state), route, exchange.settings, exchange.methods, exchange.extensions
+        ),
+    )
 
 
 def rest_unrouted() -> Response | None:

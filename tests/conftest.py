@@ -302,7 +302,6 @@ def new_store(
         engine.dispose()
 
 
-
 @pytest.fixture
 def new_pg_database(pg_engine: t.Any) -> t.Iterator[t.Callable[[], str]]:
     """``new_pg_database()``: the URL of a new, uniquely named PostgreSQL database (for tests

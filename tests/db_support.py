@@ -95,4 +95,3 @@ class FaultyDatabase:
                 sock.close()
             except OSError:
                 pass
-

@@ -31,6 +31,7 @@ METHODS: t.Final = (
     "GetExtendedAgentCard",
 )
 
+
 @dataclasses.dataclass(frozen=True)
 class Ref:
     """A seeded row, named symbolically: resolved to its current id when the request is sent."""
@@ -44,10 +45,37 @@ class Ref:
 #: Strings that have broken servers before: empty, NUL, bidi and other format characters,
 #: C0/C1 controls, astral code points, lengths at and past every store limit.
 ODD_STRINGS: t.Final = [
-    "", " ", "\x00", "a\x00b", "\u202egnp.exe", "\u2066x\u2069", "\u200b", "\ufeff", "\x7f",
-    "\x85", "\x9b[31m", "\t\r\n", "\U0001f600", "\U0010ffff", "\ud7ff", "null", "0", "-1",
-    "ROLE_USER", "TASK_STATE_COMPLETED", "../../etc/passwd", "<script>", "%00", "\\u0000",
-    "\ud800", "a" * 128, "a" * 129, "a" * 255, "a" * 256, "é" * 300, "\U0001d518" * 200,
+    "",
+    " ",
+    "\x00",
+    "a\x00b",
+    "\u202egnp.exe",
+    "\u2066x\u2069",
+    "\u200b",
+    "\ufeff",
+    "\x7f",
+    "\x85",
+    "\x9b[31m",
+    "\t\r\n",
+    "\U0001f600",
+    "\U0010ffff",
+    "\ud7ff",
+    "null",
+    "0",
+    "-1",
+    "ROLE_USER",
+    "TASK_STATE_COMPLETED",
+    "../../etc/passwd",
+    "<script>",
+    "%00",
+    "\\u0000",
+    "\ud800",
+    "a" * 128,
+    "a" * 129,
+    "a" * 255,
+    "a" * 256,
+    "é" * 300,
+    "\U0001d518" * 200,
     "a" * 70000,
 ]
 
@@ -57,15 +85,30 @@ def strings() -> st.SearchStrategy[str]:
         st.sampled_from(ODD_STRINGS),
         st.text(max_size=12),
         st.text(st.characters(codec="utf-8"), max_size=40),
-        st.text(st.characters(min_codepoint=0, max_codepoint=0x9f), max_size=8),
+        st.text(st.characters(min_codepoint=0, max_codepoint=0x9F), max_size=8),
     )
 
 
 def numbers() -> st.SearchStrategy[t.Any]:
     return st.one_of(
         st.integers(-5, 200),
-        st.sampled_from([2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**53 + 1, 2**64, 10**30,
-                         -0.0, 0.5, 1.0, 1e308, -1e308, 5e-324]),
+        st.sampled_from(
+            [
+                2**31 - 1,
+                2**31,
+                -(2**31),
+                -(2**31) - 1,
+                2**53 + 1,
+                2**64,
+                10**30,
+                -0.0,
+                0.5,
+                1.0,
+                1e308,
+                -1e308,
+                5e-324,
+            ]
+        ),
         st.floats(),  # NaN and the infinities too: they must be parse errors
     )
 
@@ -155,9 +198,14 @@ def deep() -> st.SearchStrategy[Deep]:
 def json_values() -> st.SearchStrategy[t.Any]:
     """Valid JSON values (finite numbers), now and then nested deep."""
     return st.recursive(
-        st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40),
-                  st.floats(allow_nan=False, allow_infinity=False), texts(),
-                  st.builds(Deep, st.integers(-90, -60), st.booleans())),
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(-(2**40), 2**40),
+            st.floats(allow_nan=False, allow_infinity=False),
+            texts(),
+            st.builds(Deep, st.integers(-90, -60), st.booleans()),
+        ),
         lambda inner: st.one_of(
             st.lists(inner, max_size=3), st.dictionaries(texts(), inner, max_size=3)
         ),
@@ -168,8 +216,12 @@ def json_values() -> st.SearchStrategy[t.Any]:
 def parts() -> st.SearchStrategy[t.Any]:
     part = st.one_of(
         obj(text=texts()),
-        obj(text=texts(), mediaType=maybe(st.just("text/plain")), filename=maybe(texts()),
-            metadata=maybe(st.dictionaries(texts(), json_values(), max_size=2))),
+        obj(
+            text=texts(),
+            mediaType=maybe(st.just("text/plain")),
+            filename=maybe(texts()),
+            metadata=maybe(st.dictionaries(texts(), json_values(), max_size=2)),
+        ),
         obj(data=json_values()),
         obj(url=st.just("https://example.com/f"), mediaType=maybe(st.just("image/png"))),
         obj(raw=st.sampled_from(["aGk=", "aGk", "-_8"]), filename=maybe(texts())),
@@ -193,47 +245,70 @@ def messages() -> st.SearchStrategy[t.Any]:
 def push_configs() -> st.SearchStrategy[t.Any]:
     return obj(
         url=st.sampled_from(
-            ["https://hooks.example.com/a", "http://hooks.example.com:8080/b?x=1",
-             "https://unknown.invalid/", "http://inside.example.com/", "http://127.0.0.1/x",
-             "http://0x7f.1/", "http://[::ffff:10.0.0.1]/", "http://[fe80::1%25eth0]/",
-             "http://93.184.215.14:99999/", "http://user:pw@hooks.example.com/",
-             "http://" + "a" * 64 + ".com/", "http://a..b/", "http://\u00e9x.example/",
-             "ftp://hooks.example.com/", "http:///x", "http://[::1/"]
+            [
+                "https://hooks.example.com/a",
+                "http://hooks.example.com:8080/b?x=1",
+                "https://unknown.invalid/",
+                "http://inside.example.com/",
+                "http://127.0.0.1/x",
+                "http://0x7f.1/",
+                "http://[::ffff:10.0.0.1]/",
+                "http://[fe80::1%25eth0]/",
+                "http://93.184.215.14:99999/",
+                "http://user:pw@hooks.example.com/",
+                "http://" + "a" * 64 + ".com/",
+                "http://a..b/",
+                "http://\u00e9x.example/",
+                "ftp://hooks.example.com/",
+                "http:///x",
+                "http://[::1/",
+            ]
         ),
         id=maybe(st.one_of(config_ids(), st.text(min_size=1, max_size=8))),
         taskId=maybe(task_ids()),
         token=maybe(st.sampled_from(["tok", "a b", "x" * 40])),
-        authentication=maybe(obj(scheme=st.sampled_from(["Bearer", "Basic"]),
-                                 credentials=maybe(st.just("c2VjcmV0")))),
+        authentication=maybe(
+            obj(scheme=st.sampled_from(["Bearer", "Basic"]), credentials=maybe(st.just("c2VjcmV0")))
+        ),
     )
 
 
 def page_tokens() -> st.SearchStrategy[str]:
     """Tokens shaped like ours (base64 of ``[timestamp, task id]``) around odd members."""
     stamps = st.one_of(
-        st.sampled_from(["2026-01-01T00:00:00.000Z", "0001-01-01T00:00:00Z",
-                         "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59.999Z"]),
+        st.sampled_from(
+            [
+                "2026-01-01T00:00:00.000Z",
+                "0001-01-01T00:00:00Z",
+                "0001-01-01T00:00:00+01:00",
+                "9999-12-31T23:59:59.999Z",
+            ]
+        ),
         scalars(),
     )
     members = st.one_of(st.tuples(stamps, st.one_of(task_ids(), scalars())).map(list), junk())
     return members.map(
-        lambda m: base64.urlsafe_b64encode(
-            json.dumps(m, default=lambda r: "0" * 32).encode()
-        ).decode().rstrip("=")
+        lambda m: (
+            base64.urlsafe_b64encode(json.dumps(m, default=lambda r: "0" * 32).encode())
+            .decode()
+            .rstrip("=")
+        )
     )
 
 
 def send_params() -> st.SearchStrategy[t.Any]:
     return obj(
         message=messages(),
-        configuration=maybe(obj(
-            returnImmediately=maybe(st.booleans()),
-            historyLength=maybe(st.integers(0, 5)),
-            acceptedOutputModes=maybe(st.just(["text/plain"])),
-            taskPushNotificationConfig=maybe(
-                push_configs().map(lambda c: {k: v for k, v in c.items() if k != "taskId"})
-            ),
-        )),
+        configuration=maybe(
+            obj(
+                returnImmediately=maybe(st.booleans()),
+                historyLength=maybe(st.integers(0, 5)),
+                acceptedOutputModes=maybe(st.just(["text/plain"])),
+                taskPushNotificationConfig=maybe(
+                    push_configs().map(lambda c: {k: v for k, v in c.items() if k != "taskId"})
+                ),
+            )
+        ),
         metadata=maybe(st.dictionaries(texts(), json_values(), max_size=2)),
         tenant=maybe(st.sampled_from(["", "t2"])),
     )
@@ -245,15 +320,20 @@ PARAMS: t.Final[dict[str, st.SearchStrategy[t.Any]]] = {
     "GetTask": obj(id=task_ids(), historyLength=maybe(st.integers(0, 5))),
     "ListTasks": obj(
         contextId=maybe(st.text(min_size=1, max_size=8)),
-        status=maybe(st.one_of(st.sampled_from([s.value for s in TaskState]),
-                               st.integers(0, 8))),
+        status=maybe(st.one_of(st.sampled_from([s.value for s in TaskState]), st.integers(0, 8))),
         pageSize=maybe(st.integers(1, 100)),
         pageToken=maybe(page_tokens()),
         historyLength=maybe(st.integers(0, 5)),
-        statusTimestampAfter=maybe(st.sampled_from(
-            ["2026-01-02T03:04:05Z", "2020-01-01T00:00:00.123456789+05:30",
-             "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z"]
-        )),
+        statusTimestampAfter=maybe(
+            st.sampled_from(
+                [
+                    "2026-01-02T03:04:05Z",
+                    "2020-01-01T00:00:00.123456789+05:30",
+                    "0001-01-01T00:00:00Z",
+                    "9999-12-31T23:59:59.999Z",
+                ]
+            )
+        ),
         includeArtifacts=maybe(st.booleans()),
     ),
     "CancelTask": obj(id=task_ids(), metadata=maybe(st.dictionaries(texts(), json_values()))),
@@ -261,7 +341,8 @@ PARAMS: t.Final[dict[str, st.SearchStrategy[t.Any]]] = {
     "CreateTaskPushNotificationConfig": push_configs(),
     "GetTaskPushNotificationConfig": obj(taskId=task_ids(), id=config_ids()),
     "ListTaskPushNotificationConfigs": obj(
-        taskId=task_ids(), pageSize=maybe(st.integers(0, 100)),
+        taskId=task_ids(),
+        pageSize=maybe(st.integers(0, 100)),
         pageToken=maybe(st.sampled_from(["0", "1", "8"])),
     ),
     "DeleteTaskPushNotificationConfig": obj(taskId=task_ids(), id=config_ids()),
@@ -351,16 +432,25 @@ def encode(doc: t.Any, *, ascii_only: bool) -> bytes:
 
 
 TOKENS: t.Final = st.sampled_from(
-    ["alice", "alice", "alice", "alice", "bob", "bob", "alice-read", "alice-write", "alice-t2",
-     None, "mallory"]
+    [
+        "alice",
+        "alice",
+        "alice",
+        "alice",
+        "bob",
+        "bob",
+        "alice-read",
+        "alice-write",
+        "alice-t2",
+        None,
+        "mallory",
+    ]
 )
 
 
 def header_text() -> st.SearchStrategy[str]:
     """What a test client can put in a header: Latin-1, no line breaks."""
-    return st.text(
-        st.characters(max_codepoint=0xFF, blacklist_characters="\r\n"), max_size=30
-    )
+    return st.text(st.characters(max_codepoint=0xFF, blacklist_characters="\r\n"), max_size=30)
 
 
 @st.composite
@@ -374,18 +464,40 @@ def headers(draw: st.DrawFn, *, odd: bool) -> dict[str, str]:
         if draw(st.booleans()):
             out["A2A-Version"] = "1.0"
         return out
-    out["Content-Type"] = draw(st.one_of(
-        st.sampled_from([
-            "application/json", "application/a2a+json", "APPLICATION/JSON ; charset=utf-8",
-            "application/json; charset=utf-16", "text/plain", "application/json-patch+json",
-            "multipart/form-data; boundary=x", "", ";", "application/json\x00",
-        ]),
-        header_text(),
-    ))
+    out["Content-Type"] = draw(
+        st.one_of(
+            st.sampled_from(
+                [
+                    "application/json",
+                    "application/a2a+json",
+                    "APPLICATION/JSON ; charset=utf-8",
+                    "application/json; charset=utf-16",
+                    "text/plain",
+                    "application/json-patch+json",
+                    "multipart/form-data; boundary=x",
+                    "",
+                    ";",
+                    "application/json\x00",
+                ]
+            ),
+            header_text(),
+        )
+    )
     for name, values in (
         ("A2A-Version", ["1.0", "1", "1.0.0", "1.5", " 1.0 ", "0.3", "2.0", "", "1.0.0.0", "v1"]),
-        ("Origin", ["http://localhost", "http://localhost:80", "null", "http://evil.example",
-                    "http://[::1", "http://localhost:abc", "https://localhost", "file://"]),
+        (
+            "Origin",
+            [
+                "http://localhost",
+                "http://localhost:80",
+                "null",
+                "http://evil.example",
+                "http://[::1",
+                "http://localhost:abc",
+                "https://localhost",
+                "file://",
+            ],
+        ),
         ("A2A-Extensions", [EXTENSION, f" {EXTENSION} ,x", ",,,", "", "a" * 300]),
     ):
         choice = draw(st.one_of(st.none(), st.sampled_from(values), header_text()))
@@ -400,9 +512,11 @@ def headers(draw: st.DrawFn, *, odd: bool) -> dict[str, str]:
 def envelopes(draw: st.DrawFn) -> tuple[dict[str, t.Any], t.Any, bool, str | None]:
     """A request object (params symbolic), the id it should echo, whether that id is
     readable, and the method named; mostly valid envelopes around mutated params."""
-    method = draw(st.sampled_from(
-        METHODS * 4 + ("message/send", "tasks/get", "sendMessage", "SENDMESSAGE", "", " ")
-    ))
+    method = draw(
+        st.sampled_from(
+            METHODS * 4 + ("message/send", "tasks/get", "sendMessage", "SENDMESSAGE", "", " ")
+        )
+    )
     if draw(rarely(20)):
         method = draw(st.text(max_size=10))
     strategy = PARAMS.get(method, st.dictionaries(st.text(max_size=5), junk(), max_size=2))
@@ -414,13 +528,20 @@ def envelopes(draw: st.DrawFn) -> tuple[dict[str, t.Any], t.Any, bool, str | Non
     doc: dict[str, t.Any] = {"jsonrpc": "2.0", "method": method}
     if not draw(rarely(20)) or params is None:
         doc["params"] = params
-    rid: t.Any = draw(st.one_of(st.integers(-(2**63), 2**63), st.text(max_size=8), strings(),
-                         st.none()))
+    rid: t.Any = draw(
+        st.one_of(st.integers(-(2**63), 2**63), st.text(max_size=8), strings(), st.none())
+    )
     id_known = True
     odd = draw(st.sampled_from(["id"] * 28 + ["odd id", "no id"]))
     if odd == "odd id":
-        rid = draw(st.one_of(st.booleans(), st.floats(), st.lists(st.integers(), max_size=2),
-                             st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)))
+        rid = draw(
+            st.one_of(
+                st.booleans(),
+                st.floats(),
+                st.lists(st.integers(), max_size=2),
+                st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+            )
+        )
         id_known = False
         doc["id"] = rid
     elif odd == "no id":
@@ -434,8 +555,8 @@ def envelopes(draw: st.DrawFn) -> tuple[dict[str, t.Any], t.Any, bool, str | Non
         else:
             doc[member] = draw(junk())
     if draw(rarely(20)):  # an extra member, perhaps a case variant of one
-        doc[draw(st.sampled_from(["Method", "ID", "JSONRPC", "extra", "result", "error"]))] = (
-            draw(junk())
+        doc[draw(st.sampled_from(["Method", "ID", "JSONRPC", "extra", "result", "error"]))] = draw(
+            junk()
         )
     expected = rid if id_known else None
     named = doc.get("method") if isinstance(doc.get("method"), str) else None

@@ -67,8 +67,11 @@ def list_invoices() -> t.Any:
     """Hand-written: takes ``page`` (10 a page) and nothing else."""
     page = max(1, request.args.get("page", 1, type=int))
     rows = db.session.scalars(
-        sa.select(Invoice).where(Invoice.owner_id == g.user.id).order_by(Invoice.id)
-        .offset((page - 1) * 10).limit(10)
+        sa.select(Invoice)
+        .where(Invoice.owner_id == g.user.id)
+        .order_by(Invoice.id)
+        .offset((page - 1) * 10)
+        .limit(10)
     )
     return jsonify({"data": InvoiceSchema(many=True).dump(rows)})
 
@@ -85,9 +88,7 @@ def total_invoices(task: TaskContext) -> dict[str, t.Any]:
     """A skill on the app's own session: the caller's total (returned as its one artifact)."""
     owner = int(task.principal.owner)
     total = db.session.scalar(
-        sa.select(sa.func.coalesce(sa.func.sum(Invoice.total), 0)).where(
-            Invoice.owner_id == owner
-        )
+        sa.select(sa.func.coalesce(sa.func.sum(Invoice.total), 0)).where(Invoice.owner_id == owner)
     )
     count = db.session.scalar(
         sa.select(sa.func.count()).select_from(Invoice).where(Invoice.owner_id == owner)
@@ -109,14 +110,20 @@ def principal() -> int | None:
 
 a2a = A2A(
     skills=[
-        Skill(id="invoice-total", name="Invoice total",
-              description="Sum the caller's invoices.", handler=total_invoices),
-        Skill(id="user-name", name="User name",
-              description="The caller's name.", handler=user_name),
+        Skill(
+            id="invoice-total",
+            name="Invoice total",
+            description="Sum the caller's invoices.",
+            handler=total_invoices,
+        ),
+        Skill(
+            id="user-name", name="User name", description="The caller's name.", handler=user_name
+        ),
     ],
     entities=[
-        Entity("invoices", schema=InvoiceSchema(), url="/api/invoices",
-               arguments={"list": ["page"]}),
+        Entity(
+            "invoices", schema=InvoiceSchema(), url="/api/invoices", arguments={"list": ["page"]}
+        ),
     ],
     principal=principal,
 )
@@ -169,14 +176,18 @@ def seed() -> None:
     """Two users (ids 1 and 2) and their invoices, once."""
     if db.session.get(User, 1) is not None:
         return
-    db.session.add_all([
-        User(id=1, name="alice", api_token="alice-token"),
-        User(id=2, name="bob", api_token="bob-token"),
-    ])
+    db.session.add_all(
+        [
+            User(id=1, name="alice", api_token="alice-token"),
+            User(id=2, name="bob", api_token="bob-token"),
+        ]
+    )
     db.session.commit()
-    db.session.add_all([
-        Invoice(owner_id=1, total=decimal.Decimal("120.00")),
-        Invoice(owner_id=1, total=decimal.Decimal("80.50")),
-        Invoice(owner_id=2, total=decimal.Decimal("999.99")),
-    ])
+    db.session.add_all(
+        [
+            Invoice(owner_id=1, total=decimal.Decimal("120.00")),
+            Invoice(owner_id=1, total=decimal.Decimal("80.50")),
+            Invoice(owner_id=2, total=decimal.Decimal("999.99")),
+        ]
+    )
     db.session.commit()

@@ -75,8 +75,12 @@ def create_extensions_app() -> Flask:
             Skill(id="boom", name="Boom", description="Raises.", handler=boom),
         ],
         principal=principal,
-        card=AgentCard(extensions=[AgentExtension("https://example.com/ext/geo/v1"),
-                                   AgentExtension("https://example.com/ext/citations/v1")]),
+        card=AgentCard(
+            extensions=[
+                AgentExtension("https://example.com/ext/geo/v1"),
+                AgentExtension("https://example.com/ext/citations/v1"),
+            ]
+        ),
     )
     return app
 
@@ -93,6 +97,9 @@ def create_ask_app() -> Flask:
     """A skill that pauses for input (SubscribeToTask on a paused task, issue 14 item 5)."""
     app = Flask(__name__)
     app.config.from_prefixed_env()
-    A2A(app, skills=[Skill(id="ask", name="Ask", description="Asks a name.", handler=ask)],
-        principal=principal)
+    A2A(
+        app,
+        skills=[Skill(id="ask", name="Ask", description="Asks a name.", handler=ask)],
+        principal=principal,
+    )
     return app

@@ -33,7 +33,9 @@ from a2a.types import (
 
 def message(text: str, skill: str = "echo") -> Message:
     return Message(
-        role=Role.user, message_id=str(uuid.uuid4()), parts=[Part(root=TextPart(text=text))],
+        role=Role.user,
+        message_id=str(uuid.uuid4()),
+        parts=[Part(root=TextPart(text=text))],
         metadata={"skill": skill},
     )
 
@@ -71,8 +73,11 @@ async def main(base: str, transport: str) -> dict[str, Any]:
     headers = {"Authorization": "Bearer alice-token"}
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
         card = await A2ACardResolver(http, base).get_agent_card()
-        out["card"] = {"url": card.url, "protocolVersion": card.protocol_version,
-                       "preferredTransport": card.preferred_transport}
+        out["card"] = {
+            "url": card.url,
+            "protocolVersion": card.protocol_version,
+            "preferredTransport": card.preferred_transport,
+        }
 
         def client(http: httpx.AsyncClient, **options: Any) -> Any:
             config = ClientConfig(httpx_client=http, supported_transports=[transport], **options)
@@ -81,8 +86,11 @@ async def main(base: str, transport: str) -> dict[str, Any]:
         blocking = client(http, streaming=False)
         task, kinds = await final_task(blocking, message("hello"))
         assert isinstance(task, Task)
-        out["send"] = {"state": task.status.state.value, "kinds": kinds,
-                       "artifact": task.artifacts[0].parts[0].root.text}  # type: ignore[index,union-attr]
+        out["send"] = {
+            "state": task.status.state.value,
+            "kinds": kinds,
+            "artifact": task.artifacts[0].parts[0].root.text,
+        }  # type: ignore[index,union-attr]
 
         streaming = client(http, streaming=True)
         streamed, kinds = await final_task(streaming, message("streamed"))
@@ -90,21 +98,28 @@ async def main(base: str, transport: str) -> dict[str, Any]:
         out["stream"] = {"state": streamed.status.state.value, "kinds": kinds}
 
         got = await blocking.get_task(TaskQueryParams(id=task.id))
-        out["get"] = {"id": got.id == task.id, "state": got.status.state.value,
-                      "history": len(got.history or [])}
+        out["get"] = {
+            "id": got.id == task.id,
+            "state": got.status.state.value,
+            "history": len(got.history or []),
+        }
 
         config = TaskPushNotificationConfig(
             task_id=task.id,
             push_notification_config=PushNotificationConfig(
-                id="sdk", url="http://127.0.0.1:9/hook", token="tok",
+                id="sdk",
+                url="http://127.0.0.1:9/hook",
+                token="tok",
             ),
         )
         made = await blocking.set_task_callback(config)
         fetched = await blocking.get_task_callback(
             GetPushParams(id=task.id, push_notification_config_id="sdk")
         )
-        out["push"] = {"set": made.push_notification_config.id,
-                       "get": fetched.push_notification_config.url}
+        out["push"] = {
+            "set": made.push_notification_config.id,
+            "get": fetched.push_notification_config.url,
+        }
 
         out["cancel_completed"] = await refusal(blocking.cancel_task(TaskIdParams(id=task.id)))
         out["unknown"] = await refusal(blocking.get_task(TaskQueryParams(id="no-such-task")))

@@ -119,8 +119,7 @@ def test_flask_jwt_extended_identity_and_bad_tokens() -> None:
     JWTManager(app)
     with app.app_context():
         alice, bob = (create_access_token(identity=str(i)) for i in (1, 2))
-        expired = create_access_token(identity="1",
-                                      expires_delta=-datetime.timedelta(seconds=60))
+        expired = create_access_token(identity="1", expires_delta=-datetime.timedelta(seconds=60))
     app.config["JWT_SECRET_KEY"] = "another-secret-of-at-least-32-bytes!"
     with app.app_context():
         forged = create_access_token(identity="1")  # signed with another key

@@ -68,7 +68,7 @@ def card_urls(result: Result) -> list[str]:
 
 
 def test_card_outside_a_request_names_where_its_urls_come_from(
-    make_app: t.Callable[..., Flask]
+    make_app: t.Callable[..., Flask],
 ) -> None:
     app = make_app()
     bare = run(app, "card")  # nothing configured: localhost, and the operator is told
@@ -76,15 +76,15 @@ def test_card_outside_a_request_names_where_its_urls_come_from(
     assert "http://localhost" in bare.stderr and "--base-url" in bare.stderr
     given = run(app, "card", "--base-url", "https://agents.example.com/")
     assert card_urls(given) == [
-        "https://agents.example.com/a2a", "https://agents.example.com/a2a/rest"
+        "https://agents.example.com/a2a",
+        "https://agents.example.com/a2a/rest",
     ]
     assert given.stderr == ""
     behind = run(app, "card", "--base-url", "https://example.com/tools")  # a mounted prefix
     assert card_urls(behind)[0] == "https://example.com/tools/a2a"
     assert run(app, "card", "--base-url", "example.com").exit_code == 2
 
-    named = make_app(config={"SERVER_NAME": "agents.example.org",
-                             "PREFERRED_URL_SCHEME": "https"})
+    named = make_app(config={"SERVER_NAME": "agents.example.org", "PREFERRED_URL_SCHEME": "https"})
     assert card_urls(run(named, "card"))[0] == "https://agents.example.org/a2a"
     assert run(named, "card").stderr == ""
     public = make_app(config={"A2A_PUBLIC_BASE_URL": "https://public.example.net"})
@@ -95,8 +95,13 @@ def test_card_outside_a_request_names_where_its_urls_come_from(
 
 def test_skills_table(make_app: t.Callable[..., Flask]) -> None:
     quiet = Skill(
-        id="json-only", name="JSON only", description="x", handler=echo,
-        input_modes=("application/json",), output_modes=("application/json",), public=False,
+        id="json-only",
+        name="JSON only",
+        description="x",
+        handler=echo,
+        input_modes=("application/json",),
+        output_modes=("application/json",),
+        public=False,
     )
     app = make_app(skills=[ECHO, quiet])
     result = run(app, "skills")
@@ -120,7 +125,7 @@ def test_commands_need_the_extension() -> None:
 
 
 def test_a_user_name_finds_nothing_and_says_owners_are_ids(
-    make_app: t.Callable[..., Flask]
+    make_app: t.Callable[..., Flask],
 ) -> None:
     app = make_app(principal=lambda: "7")  # the hook returns current_user.id
     send(app, "any")
@@ -132,9 +137,7 @@ def test_a_user_name_finds_nothing_and_says_owners_are_ids(
     assert not json.loads(run(app, "export-user", "susan").stdout).get("tasks")
 
 
-def test_an_owner_lookup_turns_a_user_name_into_its_owner(
-    make_app: t.Callable[..., Flask]
-) -> None:
+def test_an_owner_lookup_turns_a_user_name_into_its_owner(make_app: t.Callable[..., Flask]) -> None:
     looked_up: list[tuple[str, bool]] = []
 
     def owner_lookup(name: str) -> int | None:
@@ -184,10 +187,14 @@ def test_export_user_prints_that_users_data(make_app: t.Callable[..., Flask]) ->
     app = make_app(config={"A2A_ALLOW_PRIVATE_PUSH": True})
     task_id = send(app, "alice")
     send(app, "bob")
-    made = A2ATestClient(app, token="alice").rpc(
-        "CreateTaskPushNotificationConfig",
-        {"taskId": task_id, "id": "c1", "url": "http://127.0.0.1:9/hook"},
-    ).result
+    made = (
+        A2ATestClient(app, token="alice")
+        .rpc(
+            "CreateTaskPushNotificationConfig",
+            {"taskId": task_id, "id": "c1", "url": "http://127.0.0.1:9/hook"},
+        )
+        .result
+    )
     assert made["id"] == "c1"
     result = run(app, "export-user", "alice")
     assert result.exit_code == 0, result.output
@@ -320,8 +327,9 @@ def agent() -> t.Iterator[tuple[Flask, str]]:
 
 def test_call_prints_the_task(agent: tuple[Flask, str]) -> None:
     app, base = agent
-    result = run(app, "call", base, "echo", "--text", "hi", "--data", '{"n": 1}',
-                 "--token", "alice-token")
+    result = run(
+        app, "call", base, "echo", "--text", "hi", "--data", '{"n": 1}', "--token", "alice-token"
+    )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].startswith("task ") and lines[0].endswith(": COMPLETED")
@@ -332,13 +340,25 @@ def test_call_prints_the_task(agent: tuple[Flask, str]) -> None:
 
 def test_call_streams_one_line_per_event(agent: tuple[Flask, str]) -> None:
     app, base = agent
-    result = run(app, "call", base + "/a2a", "countdown", "--data", '{"steps": 2, "delay": 0.01}',
-                 "--stream", "--token", "alice-token")
+    result = run(
+        app,
+        "call",
+        base + "/a2a",
+        "countdown",
+        "--data",
+        '{"steps": 2, "delay": 0.01}',
+        "--stream",
+        "--token",
+        "alice-token",
+    )
     assert result.exit_code == 0, result.output
     events = [line.split(None, 1)[1] for line in result.output.splitlines()]
     assert events[0].startswith("SUBMITTED  task ")
     assert events[1:] == [
-        "WORKING", "artifact countdown: 2...", "artifact countdown (+): 1...", "COMPLETED  liftoff"
+        "WORKING",
+        "artifact countdown: 2...",
+        "artifact countdown (+): 1...",
+        "COMPLETED  liftoff",
     ]
     assert app.extensions["a2a"].exchange.seats.count("alice") == 0
 
@@ -347,22 +367,34 @@ def test_call_json_output(agent: tuple[Flask, str]) -> None:
     app, base = agent
     result = run(app, "call", base, "echo", "--text", "x", "--json", "--token", "alice-token")
     assert json.loads(result.output)["status"]["state"] == "TASK_STATE_COMPLETED"
-    streamed = run(app, "call", base, "echo", "--text", "x", "--json", "--stream",
-                   "--token", "alice-token")
+    streamed = run(
+        app, "call", base, "echo", "--text", "x", "--json", "--stream", "--token", "alice-token"
+    )
     kinds = [next(iter(json.loads(line))) for line in streamed.output.splitlines()]
     assert kinds[0] == "task" and kinds[-1] == "statusUpdate"
 
 
 def test_call_entity_operation_and_resume(agent: tuple[Flask, str]) -> None:
     app, base = agent
-    result = run(app, "call", base, "echo", "--operation", "list", "--arguments", '{"limit": 2}',
-                 "--token", "alice-token")
+    result = run(
+        app,
+        "call",
+        base,
+        "echo",
+        "--operation",
+        "list",
+        "--arguments",
+        '{"limit": 2}',
+        "--token",
+        "alice-token",
+    )
     assert '{"skill": "echo", "operation": "list", "arguments": {"limit": 2}}' in result.output
     asked = run(app, "call", base, "greet", "--text", "hi", "--token", "alice-token")
     assert asked.exit_code == 0
     task_id = asked.output.split()[1].rstrip(":")
-    done = run(app, "call", base, "greet", "--text", "Ada", "--task-id", task_id,
-               "--token", "alice-token")
+    done = run(
+        app, "call", base, "greet", "--text", "Ada", "--task-id", task_id, "--token", "alice-token"
+    )
     assert done.output.splitlines()[-1] == "    Hello, Ada!"
 
 
@@ -377,8 +409,18 @@ def test_call_refusals_exit_non_zero(agent: tuple[Flask, str]) -> None:
     assert ": REJECTED" in rejected.output and 'unknown skill "nope"' in rejected.output
     bad = run(app, "call", base, "echo", "--data", "{bad", "--token", "alice-token")
     assert bad.exit_code == 2 and "--data" in bad.output
-    not_object = run(app, "call", base, "echo", "--operation", "get", "--arguments", "[1]",
-                     "--token", "alice-token")
+    not_object = run(
+        app,
+        "call",
+        base,
+        "echo",
+        "--operation",
+        "get",
+        "--arguments",
+        "[1]",
+        "--token",
+        "alice-token",
+    )
     assert not_object.exit_code == 2
     assert len(exchange.store.export_owner("alice")["tasks"]) == 1  # only the rejected one
     missing = run(app, "call", base + "/nowhere/", "echo", "--token", "alice-token")
@@ -389,11 +431,17 @@ def test_entry_point_registers_the_group() -> None:
     env = {**os.environ, "FLASK_APP": "examples/agent.py"}
     done = subprocess.run(
         [sys.executable, "-m", "flask", "a2a", "skills"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert [line.split()[0] for line in done.stdout.splitlines()[1:]] == [
-        "echo", "countdown", "greet"
+        "echo",
+        "countdown",
+        "greet",
     ]
 
 
@@ -434,9 +482,7 @@ def host_logs(when: str) -> list[str]:
 
 def test_log_lines_show_once_whenever_the_host_configures_logging() -> None:
     # Nothing configured: INFO shows too (Python alone drops it), on stderr, once.
-    assert host_logs("never") == [
-        "INFO flask_a2a: first info", "WARNING flask_a2a: first warning"
-    ]
+    assert host_logs("never") == ["INFO flask_a2a: first info", "WARNING flask_a2a: first warning"]
     # Configured before init_app: the host's handler alone, at the host's level.
     assert host_logs("before") == ["HOST flask_a2a: first info", "HOST flask_a2a: first warning"]
     # Configured after: from then on the host's handler alone (never twice), at its level.
@@ -485,8 +531,12 @@ class A2AClientForLogs:
         deadline = time.monotonic() + 30
         while True:
             try:
-                return requests.post(self.url + "/a2a", json=body, timeout=10, headers={
-                    "Authorization": "Bearer alice-token"}).status_code
+                return requests.post(
+                    self.url + "/a2a",
+                    json=body,
+                    timeout=10,
+                    headers={"Authorization": "Bearer alice-token"},
+                ).status_code
             except requests.ConnectionError:
                 if time.monotonic() > deadline:
                     raise

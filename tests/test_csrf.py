@@ -89,9 +89,7 @@ def test_same_origin_json_rpc_with_the_session_cookie_completes(
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert task["artifacts"][0]["parts"] == [{"text": "hello"}]
     # A native client sends no Origin at all: the same.
-    assert client.send("again", skill="echo")["task"]["status"]["state"] == (
-        "TASK_STATE_COMPLETED"
-    )
+    assert client.send("again", skill="echo")["task"]["status"]["state"] == ("TASK_STATE_COMPLETED")
 
 
 @pytest.mark.parametrize("order", ORDERS)
@@ -127,16 +125,19 @@ def test_only_the_exchange_views_are_exempt(
     app = make_legacy_app(order)
     logged_in(app)  # one request: the lazy hook has run
     csrf = app.extensions["csrf"]
-    assert csrf._exempt_views == {
-        "flask_a2a.views.exchange_view", "flask_a2a.views.rest_view"
-    }
+    assert csrf._exempt_views == {"flask_a2a.views.exchange_view", "flask_a2a.views.rest_view"}
     assert csrf._exempt_blueprints == set()
 
 
 def test_a2a_without_csrfprotect_registers_nothing_of_it() -> None:
     app = Flask("plain")
-    a2a = A2A(app, principal=session_principal, store=MemoryStore(), runner=ThreadRunner(2),
-              skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)])
+    a2a = A2A(
+        app,
+        principal=session_principal,
+        store=MemoryStore(),
+        runner=ThreadRunner(2),
+        skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)],
+    )
     try:
         assert "csrf" not in app.extensions
         reply = A2ATestClient(app).rpc("ListTasks", {})
@@ -155,8 +156,13 @@ def test_a_non_json_answer_names_its_status_and_body() -> None:
     def refuse() -> t.Any:
         return "<html><body><h1>Bad Request</h1>The CSRF token is missing.</body></html>", 400
 
-    a2a = A2A(app, principal=session_principal, store=MemoryStore(), runner=ThreadRunner(2),
-              skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)])
+    a2a = A2A(
+        app,
+        principal=session_principal,
+        store=MemoryStore(),
+        runner=ThreadRunner(2),
+        skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)],
+    )
     try:
         reply = A2ATestClient(app).rpc("ListTasks", {})
         assert reply.status == 400  # constructing the answer does not crash

@@ -106,9 +106,13 @@ def test_readme_sample_sums_only_the_callers_invoices(
     try:
         with app.app_context():
             db.create_all()
-            db.session.add_all([invoice(owner_id=7, amount_cents=1200),
-                                invoice(owner_id=7, amount_cents=34),
-                                invoice(owner_id=8, amount_cents=99999)])
+            db.session.add_all(
+                [
+                    invoice(owner_id=7, amount_cents=1200),
+                    invoice(owner_id=7, amount_cents=34),
+                    invoice(owner_id=8, amount_cents=99999),
+                ]
+            )
             db.session.commit()
         client = A2ATestClient(app)
         for token, total in (("t7", 1234), ("t8", 99999)):
@@ -131,14 +135,17 @@ def test_several_agents_example_serves_three_agents_apart() -> None:
     app = create_app()
     try:
         client = app.test_client()
-        names = {path: client.get(path + "/.well-known/agent-card.json").get_json()["name"]
-                 for path in ("", "/billing", "/search")}
+        names = {
+            path: client.get(path + "/.well-known/agent-card.json").get_json()["name"]
+            for path in ("", "/billing", "/search")
+        }
         assert names == {"": "Support", "/billing": "Billing", "/search": "Search"}
         alice = A2ATestClient(app, token="alice-token", agent="billing")
         task = alice.send("how much?", skill="invoice-total")["task"]
         assert task["artifacts"][0]["parts"] == [{"data": {"invoices": 2, "total": "155.50"}}]
         found = A2ATestClient(app, token="alice-token", agent="search").send(
-            "invoices", skill="search-help")["task"]
+            "invoices", skill="search-help"
+        )["task"]
         assert found["artifacts"][0]["parts"] == [{"data": {"articles": ["Exporting invoices"]}}]
         # Support (the default agent) does not see billing's task.
         helpdesk = A2ATestClient(app, token="alice-token")
@@ -161,23 +168,33 @@ def test_the_factory_app_serves_its_agent(tmp_path: Path) -> None:
     from flask_a2a.cli import a2a_cli
     from flask_a2a.testing import A2ATestClient
 
-    app = create_app({"TESTING": True,
-                      "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'factory.db'}"})
+    app = create_app(
+        {"TESTING": True, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'factory.db'}"}
+    )
     twice = create_app({"TESTING": True})  # the factory builds as many apps as asked
     try:
         with app.app_context():
             db.create_all()
-            db.session.add_all([User(id=1, username="susan", token="susan-token"),
-                                User(id=2, username="bob", token="bob-token")])
-            db.session.add_all([Invoice(owner_id=1, total=decimal.Decimal("120.00")),
-                                Invoice(owner_id=1, total=decimal.Decimal("80.50")),
-                                Invoice(owner_id=2, total=decimal.Decimal("9.99"))])
+            db.session.add_all(
+                [
+                    User(id=1, username="susan", token="susan-token"),
+                    User(id=2, username="bob", token="bob-token"),
+                ]
+            )
+            db.session.add_all(
+                [
+                    Invoice(owner_id=1, total=decimal.Decimal("120.00")),
+                    Invoice(owner_id=1, total=decimal.Decimal("80.50")),
+                    Invoice(owner_id=2, total=decimal.Decimal("9.99")),
+                ]
+            )
             db.session.commit()
         susan = A2ATestClient(app, token="susan-token")
         task = susan.send(skill="invoice-total")["task"]
         assert task["artifacts"][0]["parts"] == [{"data": {"total": "200.50"}}]
-        listed = susan.send(data={"skill": "entity.invoices", "operation": "list",
-                                  "arguments": {"page": 1}})["task"]
+        listed = susan.send(
+            data={"skill": "entity.invoices", "operation": "list", "arguments": {"page": 1}}
+        )["task"]
         assert listed["status"]["state"] == "TASK_STATE_COMPLETED", listed["status"]
         rows = listed["artifacts"][0]["parts"][0]["data"]
         rows = rows["data"] if isinstance(rows, dict) else rows
@@ -203,5 +220,6 @@ def test_the_factory_app_serves_its_agent(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert [line.split()[0] for line in done.stdout.splitlines()[1:]] == [
-        "invoice-total", "entity.invoices"
+        "invoice-total",
+        "entity.invoices",
     ]

@@ -89,14 +89,18 @@ def returning(value: t.Any, before: t.Callable[[TaskContext], object] | None = N
     return Skill(id="ret", name="Ret", description="Returns a value.", handler=handler)
 
 
-@pytest.mark.parametrize("value,parts", [
-    ("twelve", [{"text": "twelve"}]),
-    ({"total": 12}, [{"data": {"total": 12}}]),
-    ([{"id": 1}, {"id": 2}], [{"data": [{"id": 1}, {"id": 2}]}]),
-    (b"\x00\x01", [{"raw": "AAE="}]),
-    (Part(text="a part"), [{"text": "a part"}]),
-    ([Part(text="one"), Part(data={"two": 2})], [{"text": "one"}, {"data": {"two": 2}}]),
-], ids=["str", "dict", "list", "bytes", "part", "parts"])
+@pytest.mark.parametrize(
+    "value,parts",
+    [
+        ("twelve", [{"text": "twelve"}]),
+        ({"total": 12}, [{"data": {"total": 12}}]),
+        ([{"id": 1}, {"id": 2}], [{"data": [{"id": 1}, {"id": 2}]}]),
+        (b"\x00\x01", [{"raw": "AAE="}]),
+        (Part(text="a part"), [{"text": "a part"}]),
+        ([Part(text="one"), Part(data={"two": 2})], [{"text": "one"}, {"data": {"two": 2}}]),
+    ],
+    ids=["str", "dict", "list", "bytes", "part", "parts"],
+)
 def test_returned_value_is_the_one_artifact(
     make_app: t.Callable[..., Flask], value: t.Any, parts: list[t.Any]
 ) -> None:
@@ -114,12 +118,15 @@ def test_returning_none_adds_nothing(make_app: t.Callable[..., Flask]) -> None:
     assert task["status"]["state"] == "TASK_STATE_COMPLETED" and "artifacts" not in task
 
 
-@pytest.mark.parametrize("value,named", [
-    (12, "the handler returned int:"),
-    (1.5, "the handler returned float:"),
-    ([Part(text="a"), "b"], "the handler returned a list mixing Part and other values:"),
-    (("a", 200), "the handler returned tuple:"),
-])
+@pytest.mark.parametrize(
+    "value,named",
+    [
+        (12, "the handler returned int:"),
+        (1.5, "the handler returned float:"),
+        ([Part(text="a"), "b"], "the handler returned a list mixing Part and other values:"),
+        (("a", 200), "the handler returned tuple:"),
+    ],
+)
 def test_returning_something_else_fails_naming_the_type(
     make_app: t.Callable[..., Flask], value: t.Any, named: str
 ) -> None:
@@ -138,18 +145,24 @@ def test_returned_value_follows_the_artifacts_already_sent(
     task = A2ATestClient(make_app(skills=[skill]), token="alice").send(skill="ret")["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert [a["parts"] for a in task["artifacts"]] == [
-        [{"text": "streamed first"}], [{"data": {"total": 12}}]
+        [{"text": "streamed first"}],
+        [{"data": {"total": 12}}],
     ]
 
 
-@pytest.mark.parametrize("settle,state", [
-    (lambda task: task.complete("done"), "TASK_STATE_COMPLETED"),
-    (lambda task: task.require_input("which year?"), "TASK_STATE_INPUT_REQUIRED"),
-    (lambda task: task.hand_off(), "TASK_STATE_WORKING"),
-])
+@pytest.mark.parametrize(
+    "settle,state",
+    [
+        (lambda task: task.complete("done"), "TASK_STATE_COMPLETED"),
+        (lambda task: task.require_input("which year?"), "TASK_STATE_INPUT_REQUIRED"),
+        (lambda task: task.hand_off(), "TASK_STATE_WORKING"),
+    ],
+)
 def test_value_returned_after_settling_is_dropped_with_a_warning(
-    make_app: t.Callable[..., Flask], caplog: pytest.LogCaptureFixture,
-    settle: t.Callable[[TaskContext], None], state: str,
+    make_app: t.Callable[..., Flask],
+    caplog: pytest.LogCaptureFixture,
+    settle: t.Callable[[TaskContext], None],
+    state: str,
 ) -> None:
     app = make_app(skills=[returning({"total": 12}, settle)])
     client = A2ATestClient(app, token="alice")
@@ -160,7 +173,8 @@ def test_value_returned_after_settling_is_dropped_with_a_warning(
     assert task["status"]["state"] == state and "artifacts" not in task
     assert any(
         f"skill ret returned a dict after its task became {state}; the value is dropped"
-        in r.getMessage() for r in caplog.records
+        in r.getMessage()
+        for r in caplog.records
     )
 
 
@@ -176,15 +190,40 @@ def test_returned_data_json_cannot_hold_fails_the_task(make_app: t.Callable[...,
 # ------------------------------------------------------------------ task.artifact() arguments
 
 
-@pytest.mark.parametrize("argument,message", [
-    ({"total": 12},
-     "artifact() takes a list of flask_a2a.Part, got dict: use task.artifact([Part(data={...})])"),
-    ("twelve",
-     "artifact() takes a list of flask_a2a.Part, got str: use task.artifact([Part(text=...)])"),
-    (12, "artifact() takes a list of flask_a2a.Part, got int: use task.artifact([Part(data=...)])"),
-    ([{"total": 12}],
-     "artifact() takes a list of flask_a2a.Part, item 0 is a dict: wrap it as Part(data={...})"),
-], ids=["dict", "str", "int", "list-of-dict"])
+@pytest.mark.parametrize(
+    "argument,message",
+    [
+        (
+            {"total": 12},
+            (
+                "artifact() takes a list of flask_a2a.Part, got dict: "
+                "use task.artifact([Part(data={...})])"
+            ),
+        ),
+        (
+            "twelve",
+            (
+                "artifact() takes a list of flask_a2a.Part, got str: "
+                "use task.artifact([Part(text=...)])"
+            ),
+        ),
+        (
+            12,
+            (
+                "artifact() takes a list of flask_a2a.Part, got int: "
+                "use task.artifact([Part(data=...)])"
+            ),
+        ),
+        (
+            [{"total": 12}],
+            (
+                "artifact() takes a list of flask_a2a.Part, item 0 is a dict: "
+                "wrap it as Part(data={...})"
+            ),
+        ),
+    ],
+    ids=["dict", "str", "int", "list-of-dict"],
+)
 def test_artifact_refusal_names_what_it_got_and_the_fix(
     make_app: t.Callable[..., Flask], argument: t.Any, message: str
 ) -> None:
@@ -199,7 +238,11 @@ def test_artifact_refusal_names_what_it_got_and_the_fix(
 
 def test_artifact_takes_a_single_part(make_app: t.Callable[..., Flask]) -> None:
     # A lambda returns what artifact() returns, the artifact's id: that adds no second artifact.
-    skill = Skill(id="art", name="Art", description="Artifact.",
-                  handler=lambda task: task.artifact(Part(data={"total": 12}), name="summary"))
+    skill = Skill(
+        id="art",
+        name="Art",
+        description="Artifact.",
+        handler=lambda task: task.artifact(Part(data={"total": 12}), name="summary"),
+    )
     task = A2ATestClient(make_app(skills=[skill]), token="alice").send(skill="art")["task"]
     assert [a["parts"] for a in task["artifacts"]] == [[{"data": {"total": 12}}]]

@@ -99,7 +99,8 @@ def layer(name: str) -> tuple[str, int]:
 
 def package_imports(name: str, module_level_only: bool = False) -> set[str]:
     return {
-        target for target, top in imports(name)
+        target
+        for target, top in imports(name)
         if target.startswith("flask_a2a") and target in MODULES and (top or not module_level_only)
     }
 
@@ -113,9 +114,10 @@ def test_every_module_imports(name: str) -> None:
 def test_a_module_imports_only_its_own_layer_and_below(name: str) -> None:
     own, rank = layer(name)
     wrong = sorted(
-        target for target in package_imports(name) - LEAVES
-        if layer(target)[1] > rank or (layer(target)[1] == rank and layer(target)[0] != own
-                                       and rank != LAYERS["push"])
+        target
+        for target in package_imports(name) - LEAVES
+        if layer(target)[1] > rank
+        or (layer(target)[1] == rank and layer(target)[0] != own and rank != LAYERS["push"])
         if target != "flask_a2a"  # the package itself (its __version__)
     )
     assert wrong == [], f"{name} ({own}) imports from above its layer: {wrong}"
@@ -133,7 +135,8 @@ def test_nothing_below_the_top_imports_the_extension_or_the_cli() -> None:
     top = {"flask_a2a.extension", "flask_a2a.cli", "flask_a2a.testing", "flask_a2a.gunicorn"}
     wrong = sorted(
         (name, target)
-        for name in MODULES if layer(name)[1] < TOP
+        for name in MODULES
+        if layer(name)[1] < TOP
         for target in package_imports(name) & top
     )
     assert wrong == []
@@ -174,7 +177,7 @@ def test_no_import_cycles_at_module_level() -> None:
 
     def visit(name: str, path: list[str]) -> None:
         if name in path:
-            cycles.append([*path[path.index(name):], name])
+            cycles.append([*path[path.index(name) :], name])
             return
         if name in done:
             return
@@ -193,7 +196,7 @@ def cycles_in(graph: dict[str, set[str]]) -> list[list[str]]:
 
     def visit(name: str, path: list[str]) -> None:
         if name in path:
-            found.append([*path[path.index(name):], name])
+            found.append([*path[path.index(name) :], name])
             return
         if name in done:
             return
@@ -213,9 +216,9 @@ def test_no_import_cycles_inside_a_layer_type_checking_imports_included() -> Non
     def same_layer(name: str) -> set[str]:
         own = layer(name)
         return {
-            target for target, _ in imports(name, typing_too=True)
-            if target in MODULES and target != name and layer(target) == own
-            and own[0] != "top"
+            target
+            for target, _ in imports(name, typing_too=True)
+            if target in MODULES and target != name and layer(target) == own and own[0] != "top"
         }
 
     assert cycles_in({name: same_layer(name) for name in MODULES}) == []

@@ -56,9 +56,13 @@ def test_the_store_is_the_apps_database_whatever_the_registration_order(
 ) -> None:
     task = A2ATestClient(app, token="alice-token").send(skill="invoice-total")["task"]
     with app.app_context():
-        owners = legacy_app.db.session.execute(
-            sa.text("SELECT owner FROM a2a_tasks WHERE id = :id"), {"id": task["id"]}
-        ).scalars().all()
+        owners = (
+            legacy_app.db.session.execute(
+                sa.text("SELECT owner FROM a2a_tasks WHERE id = :id"), {"id": task["id"]}
+            )
+            .scalars()
+            .all()
+        )
     assert owners == ["1"]  # the integer user id, stored as the owner string
     assert "flask_a2a: task store: SQLStore(sqlite, prefix a2a_)" in caplog.text
 
@@ -89,14 +93,16 @@ def test_the_entity_skill_describes_and_takes_what_the_route_takes(app: Flask) -
     entity = next(s for s in card["skills"] if s["id"] == "entity.invoices")
     assert "page" in entity["description"] and "limit" not in entity["description"]
     alice = A2ATestClient(app, token="alice-token")
-    listed = alice.send(data={"skill": "entity.invoices", "operation": "list",
-                              "arguments": {"page": 1}})["task"]
+    listed = alice.send(
+        data={"skill": "entity.invoices", "operation": "list", "arguments": {"page": 1}}
+    )["task"]
     assert listed["status"]["state"] == "TASK_STATE_COMPLETED", listed["status"]
     rows = artifact_data(listed)
     rows = rows["data"] if isinstance(rows, dict) else rows
     assert sorted(r["total"] for r in rows) == ["120.00", "80.50"]  # Alice's rows only
-    refused = alice.send(data={"skill": "entity.invoices", "operation": "list",
-                               "arguments": {"limit": 5}})["task"]
+    refused = alice.send(
+        data={"skill": "entity.invoices", "operation": "list", "arguments": {"limit": 5}}
+    )["task"]
     assert refused["status"]["state"] == "TASK_STATE_FAILED"
     assert "limit" in refused["status"]["message"]["parts"][0]["text"]
 
@@ -112,8 +118,9 @@ def test_an_entity_call_is_a_request_of_its_own(app: Flask) -> None:
     alice.send(skill="invoice-total")
     plain = len(torn_down) - before  # the exchange's request and the run
     before = len(torn_down)
-    listed = alice.send(data={"skill": "entity.invoices", "operation": "list",
-                              "arguments": {"page": 1}})["task"]
+    listed = alice.send(
+        data={"skill": "entity.invoices", "operation": "list", "arguments": {"page": 1}}
+    )["task"]
     assert listed["status"]["state"] == "TASK_STATE_COMPLETED"
     assert len(torn_down) - before == plain + 1  # the same two, and the entity call's own
 
@@ -128,9 +135,7 @@ def test_autogenerate_proposes_nothing_for_the_exchanges_tables(app: Flask) -> N
     config = app.extensions["migrate"].configure_args
     with app.app_context(), legacy_app.db.engine.connect() as conn:
         assert "a2a_tasks" in sa.inspect(conn).get_table_names()
-        context = MigrationContext.configure(
-            conn, opts={"include_name": config["include_name"]}
-        )
+        context = MigrationContext.configure(conn, opts={"include_name": config["include_name"]})
         assert compare_metadata(context, legacy_app.db.metadata) == []
         bare = MigrationContext.configure(conn)
         with pytest.warns(sa.exc.SAWarning, match="expression-based index"):
@@ -143,14 +148,26 @@ def test_csrf_protect_leaves_the_exchange_to_its_origin_gate(app: Flask) -> None
     browser = app.test_client()
     with browser.session_transaction() as session:
         session["user_id"] = 1  # logged in with the cookie session, no token
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-        "message": A2ATestClient.message(skill="invoice-total")}})
-    same_site = browser.post("/a2a", data=body, headers={
-        "Content-Type": "application/json", "Origin": "http://localhost"})
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {"message": A2ATestClient.message(skill="invoice-total")},
+        }
+    )
+    same_site = browser.post(
+        "/a2a",
+        data=body,
+        headers={"Content-Type": "application/json", "Origin": "http://localhost"},
+    )
     assert same_site.status_code == 200, same_site.get_data(as_text=True)
     assert same_site.get_json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-    cross_site = browser.post("/a2a", data=body, headers={
-        "Content-Type": "application/json", "Origin": "http://evil.example"})
+    cross_site = browser.post(
+        "/a2a",
+        data=body,
+        headers={"Content-Type": "application/json", "Origin": "http://evil.example"},
+    )
     assert cross_site.status_code == 403
     assert cross_site.get_json()["error"]["code"] == -31403
     assert browser.post("/login", data={"name": "alice"}).status_code == 400  # still checked
@@ -170,7 +187,9 @@ def test_two_gevent_workers_on_postgresql_serve_one_exchange(
     with seeded.app_context():
         legacy_app.db.engine.dispose()
     server = LiveGunicorn(
-        "tests.legacy_app:create_app()", chdir=str(ROOT), workers=2,
+        "tests.legacy_app:create_app()",
+        chdir=str(ROOT),
+        workers=2,
         env={"LEGACY_DATABASE_URL": pg_database, "LEGACY_CREATE_ALL": "false"},
     )
     try:
@@ -178,32 +197,55 @@ def test_two_gevent_workers_on_postgresql_serve_one_exchange(
         session.headers["Authorization"] = "Bearer alice-token"
 
         def rpc(method: str, params: dict[str, t.Any]) -> dict[str, t.Any]:
-            answer = session.post(server.url + "/a2a", json={
-                "jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=30)
+            answer = session.post(
+                server.url + "/a2a",
+                json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+                timeout=30,
+            )
             assert answer.status_code == 200, answer.text
             return t.cast(dict[str, t.Any], answer.json())
 
         blocking = rpc("SendMessage", {"message": A2ATestClient.message(skill="invoice-total")})
         task = blocking["result"]["task"]
         assert artifact_data(task) == {"owner": 1, "count": 2, "total": "200.50"}
-        started = rpc("SendMessage", {
-            "message": A2ATestClient.message(skill="user-name"),
-            "configuration": {"returnImmediately": True}})["result"]["task"]
+        started = rpc(
+            "SendMessage",
+            {
+                "message": A2ATestClient.message(skill="user-name"),
+                "configuration": {"returnImmediately": True},
+            },
+        )["result"]["task"]
         # Each read may land on either worker: the shared store answers the same.
-        assert wait_for(lambda: rpc("GetTask", {"id": started["id"]})["result"]["status"]
-                        ["state"] == "TASK_STATE_COMPLETED", timeout=20)
+        assert wait_for(
+            lambda: (
+                rpc("GetTask", {"id": started["id"]})["result"]["status"]["state"]
+                == "TASK_STATE_COMPLETED"
+            ),
+            timeout=20,
+        )
         for _ in range(10):
             assert rpc("GetTask", {"id": task["id"]})["result"]["id"] == task["id"]
             assert rpc("ListTasks", {})["result"]["totalSize"] == 2
-        with session.post(server.url + "/a2a", stream=True, timeout=30, json={
-            "jsonrpc": "2.0", "id": 2, "method": "SendStreamingMessage",
-            "params": {"message": A2ATestClient.message(skill="user-name")}}) as stream:
+        with session.post(
+            server.url + "/a2a",
+            stream=True,
+            timeout=30,
+            json={
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "SendStreamingMessage",
+                "params": {"message": A2ATestClient.message(skill="user-name")},
+            },
+        ) as stream:
             assert stream.headers["Content-Type"].startswith("text/event-stream")
             body = stream.text
         assert '"text":"alice"' in body and "TASK_STATE_COMPLETED" in body
-        bob = requests.post(server.url + "/a2a", timeout=30, headers={
-            "Authorization": "Bearer bob-token"}, json={
-            "jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task["id"]}})
+        bob = requests.post(
+            server.url + "/a2a",
+            timeout=30,
+            headers={"Authorization": "Bearer bob-token"},
+            json={"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task["id"]}},
+        )
         assert bob.json()["error"]["code"] == -32001, bob.text
     finally:
         log = server.stop()

@@ -35,8 +35,10 @@ def ask(task: TaskContext) -> None:
 
 
 def skills(prefix: str) -> list[Skill]:
-    return [Skill(id=f"{prefix}-echo", name="Echo", description="Echo.", handler=echo),
-            Skill(id=f"{prefix}-ask", name="Ask", description="Asks.", handler=ask)]
+    return [
+        Skill(id=f"{prefix}-echo", name="Echo", description="Echo.", handler=echo),
+        Skill(id=f"{prefix}-ask", name="Ask", description="Asks.", handler=ask),
+    ]
 
 
 class Pair(t.NamedTuple):
@@ -50,10 +52,21 @@ class Pair(t.NamedTuple):
 def pair(app: Flask, **billing: t.Any) -> Pair:
     app.config["TESTING"] = True
     support = A2A(app, skills=skills("support"), principal=token_principal)
-    billing_agent = A2A(app, name="billing", url_prefix="/billing", skills=skills("billing"),
-                        principal=token_principal, **billing)
-    return Pair(app, support, billing_agent, A2ATestClient(app, token="alice"),
-                A2ATestClient(app, token="alice", agent="billing"))
+    billing_agent = A2A(
+        app,
+        name="billing",
+        url_prefix="/billing",
+        skills=skills("billing"),
+        principal=token_principal,
+        **billing,
+    )
+    return Pair(
+        app,
+        support,
+        billing_agent,
+        A2ATestClient(app, token="alice"),
+        A2ATestClient(app, token="alice", agent="billing"),
+    )
 
 
 @pytest.fixture
@@ -84,7 +97,8 @@ def test_each_agent_has_its_path_card_and_skills(two: Pair) -> None:
     card = client.get("/billing/.well-known/agent-card.json").get_json()
     assert [s["id"] for s in card["skills"]] == ["billing-echo", "billing-ask"]
     assert [i["url"] for i in card["supportedInterfaces"]] == [
-        "http://localhost/billing/a2a", "http://localhost/billing/a2a/rest",
+        "http://localhost/billing/a2a",
+        "http://localhost/billing/a2a/rest",
     ]
     assert two.b.send("hi", skill="billing-echo")["task"]["artifacts"][0]["parts"] == [
         {"text": "billing-echo:None"}  # the handler sees the caller's own tenant
@@ -142,8 +156,10 @@ def test_the_wrong_agent_gets_task_not_found(two: Pair, method: str) -> None:
     for owner, other, skill in ((two.a, two.b, "support-ask"), (two.b, two.a, "billing-ask")):
         task = owner.send("hi", skill=skill)["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-        owner.rpc("CreateTaskPushNotificationConfig", params(
-            "CreateTaskPushNotificationConfig", task["id"]))
+        owner.rpc(
+            "CreateTaskPushNotificationConfig",
+            params("CreateTaskPushNotificationConfig", task["id"]),
+        )
         error = error_of(other, method, task["id"])
         assert error["code"] == -32001 and error["message"] == "Task not found", (method, error)
         # ... and the task is untouched: its own agent still sees it paused, config in place.
@@ -173,12 +189,14 @@ def test_tasks_of_a_named_agent_are_stored_under_its_tenant(tmp_path: Path) -> N
         return None if found is None else Principal(found.owner, tenant=tenant)
 
     A2A(app, skills=skills("support"), principal=in_tenant, store=store)
-    A2A(app, name="billing", url_prefix="/billing", skills=skills("billing"),
-        principal=in_tenant)
+    A2A(app, name="billing", url_prefix="/billing", skills=skills("billing"), principal=in_tenant)
     plain = A2ATestClient(app, token="alice").send("hi", skill="support-echo")["task"]
     billed = A2ATestClient(app, token="alice", agent="billing")
-    acme = billed.rpc("SendMessage", {"message": A2ATestClient.message(
-        "hi", skill="billing-echo")}, headers={"X-Tenant": "acme"}).result["task"]
+    acme = billed.rpc(
+        "SendMessage",
+        {"message": A2ATestClient.message("hi", skill="billing-echo")},
+        headers={"X-Tenant": "acme"},
+    ).result["task"]
     assert acme["artifacts"][0]["parts"] == [{"text": "billing-echo:acme"}]  # the caller's own
     with app.app_context():
         plain_record, acme_record = store.get_task(plain["id"]), store.get_task(acme["id"])
@@ -186,8 +204,9 @@ def test_tasks_of_a_named_agent_are_stored_under_its_tenant(tmp_path: Path) -> N
         assert plain_record.tenant is None  # the default agent: as before
         assert acme_record.tenant == "@billing/acme"
     # The default agent refuses a tenant that could read another agent's tasks.
-    forged = A2ATestClient(app, token="alice").rpc("ListTasks", {}, headers={
-        "X-Tenant": "@billing/acme"})
+    forged = A2ATestClient(app, token="alice").rpc(
+        "ListTasks", {}, headers={"X-Tenant": "@billing/acme"}
+    )
     assert forged.error["code"] == -32603
     assert forged.error["message"] != "" and "tasks" not in json.dumps(forged.json)
 
@@ -208,18 +227,35 @@ def test_the_well_known_card_is_one_agents_or_none() -> None:
     assert none.test_client().get("/b/.well-known/agent-card.json").status_code == 200
     chosen = Flask("chosen")
     A2A(chosen, name="a", url_prefix="/a", skills=skills("a"), principal=token_principal)
-    A2A(chosen, name="b", url_prefix="/b", skills=skills("b"), principal=token_principal,
-        well_known_card=True)
+    A2A(
+        chosen,
+        name="b",
+        url_prefix="/b",
+        skills=skills("b"),
+        principal=token_principal,
+        well_known_card=True,
+    )
     card = chosen.test_client().get("/.well-known/agent-card.json").get_json()
     assert card["supportedInterfaces"][0]["url"] == "http://localhost/b/a2a"
     with pytest.raises(RuntimeError, match="already serves the card"):
-        A2A(chosen, name="c", url_prefix="/c", skills=skills("c"), principal=token_principal,
-            well_known_card=True)
+        A2A(
+            chosen,
+            name="c",
+            url_prefix="/c",
+            skills=skills("c"),
+            principal=token_principal,
+            well_known_card=True,
+        )
     clash = Flask("clash")
     A2A(clash, skills=skills("a"), principal=token_principal)
     with pytest.raises(RuntimeError, match="already serves the card"):
-        A2A(clash, name="b", skills=skills("b"), principal=token_principal,
-            config={"A2A_PATH": "/b"})
+        A2A(
+            clash,
+            name="b",
+            skills=skills("b"),
+            principal=token_principal,
+            config={"A2A_PATH": "/b"},
+        )
 
 
 class Invoice(Schema):
@@ -231,13 +267,19 @@ def test_each_agent_has_its_own_entities() -> None:
     app = Flask("entities")
     app.add_url_rule("/api/invoices", "invoices", lambda: {"data": [{"id": "1"}]})
     A2A(app, skills=skills("support"), principal=token_principal)
-    A2A(app, name="billing", url_prefix="/billing", principal=token_principal,
-        entities=[Entity("invoices", schema=Invoice, operations=("list",))])
+    A2A(
+        app,
+        name="billing",
+        url_prefix="/billing",
+        principal=token_principal,
+        entities=[Entity("invoices", schema=Invoice, operations=("list",))],
+    )
     assert [s.id for s in A2A().skills(app)] == ["support-echo", "support-ask"]
     billing = agents(app).get("billing")
     assert list(billing.exchange.skills) == ["entity.invoices"]
     task = A2ATestClient(app, token="alice", agent="billing").send(
-        data={"skill": "entity.invoices", "operation": "list"})["task"]
+        data={"skill": "entity.invoices", "operation": "list"}
+    )["task"]
     assert task["artifacts"][0]["parts"] == [{"data": {"data": [{"id": "1"}]}}]
 
 
@@ -250,7 +292,8 @@ def test_metrics_are_labelled_by_agent() -> None:
         return {
             (s.labels["agent"], s.labels["skill"]): s.value
             for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name == "a2a_runs_started_total"
+            for s in family.samples
+            if s.name == "a2a_runs_started_total"
         }
 
     before = started()
@@ -268,11 +311,19 @@ def test_the_agent_role_serves_every_agents_routes() -> None:
     pair(app)
     client = app.test_client()
     assert client.get("/admin").status_code == 404
-    for path in ("/.well-known/agent-card.json", "/billing/.well-known/agent-card.json",
-                 "/healthz", "/billing/healthz"):
+    for path in (
+        "/.well-known/agent-card.json",
+        "/billing/.well-known/agent-card.json",
+        "/healthz",
+        "/billing/healthz",
+    ):
         assert client.get(path).status_code == 200, path
-    assert A2ATestClient(app, token="alice", agent="billing").send(
-        "hi", skill="billing-echo")["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert (
+        A2ATestClient(app, token="alice", agent="billing").send("hi", skill="billing-echo")["task"][
+            "status"
+        ]["state"]
+        == "TASK_STATE_COMPLETED"
+    )
 
 
 def test_erasing_a_user_reaches_every_agent(two: Pair) -> None:
@@ -296,8 +347,7 @@ def test_the_cli_selects_an_agent(two: Pair) -> None:
     card = runner.invoke(a2a_cli, ["--agent", "billing", "card"])
     assert json.loads(card.stdout)["skills"][0]["id"] == "billing-echo"
     first = runner.invoke(a2a_cli, ["skills"])
-    assert "support-echo" in first.output and "choose with flask a2a --agent NAME" in (
-        first.stderr)
+    assert "support-echo" in first.output and "choose with flask a2a --agent NAME" in (first.stderr)
     unknown = runner.invoke(a2a_cli, ["--agent", "nope", "skills"])
     assert unknown.exit_code != 0 and "agents: default, billing" in unknown.output
 
@@ -320,21 +370,34 @@ class SharedBus(Bus):
 def test_a_shared_bus_asks_every_agent_and_closes_with_the_last(gate: Gate) -> None:
     bus = SharedBus()
     app = Flask("bus")
-    support = A2A(app, principal=token_principal, bus=bus, skills=[
-        Skill(id="wait", name="Wait", description="Waits.", handler=gate.handler)])
-    billing = A2A(app, name="billing", url_prefix="/billing", principal=token_principal,
-                  skills=skills("billing"))  # bound the bus last
+    support = A2A(
+        app,
+        principal=token_principal,
+        bus=bus,
+        skills=[Skill(id="wait", name="Wait", description="Waits.", handler=gate.handler)],
+    )
+    billing = A2A(
+        app,
+        name="billing",
+        url_prefix="/billing",
+        principal=token_principal,
+        skills=skills("billing"),
+    )  # bound the bus last
     client = A2ATestClient(app, token="alice")
-    task = client.rpc("SendMessage", {
-        "message": A2ATestClient.message("hi", skill="wait"),
-        "configuration": {"returnImmediately": True},
-    }).result["task"]
+    task = client.rpc(
+        "SendMessage",
+        {
+            "message": A2ATestClient.message("hi", skill="wait"),
+            "configuration": {"returnImmediately": True},
+        },
+    ).result["task"]
     assert gate.entered.wait(10)
     assert bus.hooks is not None and bus.hooks.running(task["id"])  # support's run, seen
     # Another replica settled it: support checks its run, though billing bound the bus last.
     checked: list[str] = []
-    support.exchange(app).replicas = t.cast(t.Any, SimpleNamespace(
-        check_now=lambda run: checked.append(run.task_id)))
+    support.exchange(app).replicas = t.cast(
+        t.Any, SimpleNamespace(check_now=lambda run: checked.append(run.task_id))
+    )
     bus.hooks.settled_elsewhere(task["id"], 99)
     assert wait_for(lambda: checked == [task["id"]])
     gate.release.set()
@@ -346,24 +409,38 @@ def test_fleet_limits_count_each_agent_apart(redis_prefix: str, gate: Gate) -> N
     """With A2A_FLEET_LIMITS, each agent's per-owner cap counts its own runs: alice's run on
     support does not take billing's only slot."""
     app = Flask("fleet")
-    app.config.update(A2A_REDIS_URL=REDIS_URL, A2A_REDIS_PREFIX=redis_prefix,
-                      A2A_FLEET_LIMITS=True, A2A_MAX_CONCURRENT_RUNS_PER_OWNER=1)
+    app.config.update(
+        A2A_REDIS_URL=REDIS_URL,
+        A2A_REDIS_PREFIX=redis_prefix,
+        A2A_FLEET_LIMITS=True,
+        A2A_MAX_CONCURRENT_RUNS_PER_OWNER=1,
+    )
     wait = [Skill(id="wait", name="Wait", description="Waits.", handler=gate.handler)]
     support = A2A(app, principal=token_principal, skills=wait)
-    billing = A2A(app, name="billing", url_prefix="/billing", principal=token_principal,
-                  skills=skills("billing"))
+    billing = A2A(
+        app,
+        name="billing",
+        url_prefix="/billing",
+        principal=token_principal,
+        skills=skills("billing"),
+    )
     try:
-        held = A2ATestClient(app, token="alice").rpc("SendMessage", {
-            "message": A2ATestClient.message("hi", skill="wait"),
-            "configuration": {"returnImmediately": True},
-        })
+        held = A2ATestClient(app, token="alice").rpc(
+            "SendMessage",
+            {
+                "message": A2ATestClient.message("hi", skill="wait"),
+                "configuration": {"returnImmediately": True},
+            },
+        )
         assert held.result["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
         assert gate.entered.wait(10)
-        second = A2ATestClient(app, token="alice").rpc("SendMessage", {
-            "message": A2ATestClient.message("hi", skill="wait")})
+        second = A2ATestClient(app, token="alice").rpc(
+            "SendMessage", {"message": A2ATestClient.message("hi", skill="wait")}
+        )
         assert second.error["code"] == -32004  # support's cap: one run of alice's
         billed = A2ATestClient(app, token="alice", agent="billing").send(
-            "hi", skill="billing-echo")["task"]
+            "hi", skill="billing-echo"
+        )["task"]
         assert billed["status"]["state"] == "TASK_STATE_COMPLETED"
     finally:
         gate.release.set()
@@ -384,8 +461,14 @@ def test_the_host_hooks_see_the_callers_own_tenant() -> None:
 
     app = Flask("hooks")
     A2A(app, skills=skills("support"), principal=in_acme)
-    A2A(app, name="billing", url_prefix="/billing", skills=skills("billing"),
-        principal=in_acme, extended_card=extended)
+    A2A(
+        app,
+        name="billing",
+        url_prefix="/billing",
+        skills=skills("billing"),
+        principal=in_acme,
+        extended_card=extended,
+    )
     billing = A2ATestClient(app, token="alice", agent="billing")
     assert billing.rpc("GetExtendedAgentCard", {}).result == {"name": "Billing, extended"}
     task = billing.send("hi", skill="billing-echo")["task"]

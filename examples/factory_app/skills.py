@@ -17,8 +17,7 @@ def invoice_total(task: TaskContext) -> dict[str, t.Any]:
     """Sum the caller's invoices (the owner is the user id the principal hook returned)."""
     owner = int(task.principal.owner)
     total = db.session.scalar(
-        sa.select(sa.func.coalesce(sa.func.sum(Invoice.total), 0))
-        .where(Invoice.owner_id == owner)
+        sa.select(sa.func.coalesce(sa.func.sum(Invoice.total), 0)).where(Invoice.owner_id == owner)
     )
     return {"total": str(decimal.Decimal(total))}
 

@@ -85,6 +85,7 @@ def authenticate(http: HTTPRequest) -> Principal:
     check_principal(principal)
     return principal
 
+
 def internal_error(exc: Exception) -> A2AError:
     """What the caller is told of an unexpected exception (logged, scrubbed, here); an HTTP
     answer already made (werkzeug's abort(), a client that left) is raised on."""
@@ -95,6 +96,7 @@ def internal_error(exc: Exception) -> A2AError:
         return answer
     log.error("a2a: request failed\n%s", scrub_exception(exc))
     return InternalError()
+
 
 def finish(http: HTTPRequest, reply: Reply, activated: t.Sequence[str]) -> Reply:
     """The headers every answer of either binding carries: activated extensions, CORS."""
@@ -107,6 +109,7 @@ def finish(http: HTTPRequest, reply: Reply, activated: t.Sequence[str]) -> Reply
         if activated:  # a browser client may read it
             reply.headers.append(("Access-Control-Expose-Headers", EXTENSIONS_HEADER))
     return reply
+
 
 def preflight(
     http: HTTPRequest,
@@ -125,13 +128,16 @@ def preflight(
         [
             ("Access-Control-Allow-Origin", str(http.headers.get("Origin"))),
             ("Access-Control-Allow-Methods", methods),
-            ("Access-Control-Allow-Headers",
-             "Authorization, Content-Type, A2A-Version, A2A-Extensions, X-API-Key"),
+            (
+                "Access-Control-Allow-Headers",
+                "Authorization, Content-Type, A2A-Version, A2A-Extensions, X-API-Key",
+            ),
             ("Access-Control-Max-Age", "600"),
             ("Vary", "Origin"),
         ],
         "",
     )
+
 
 def check_origin(http: HTTPRequest, settings: Settings) -> None:
     origin = http.headers.get("Origin")
@@ -155,6 +161,7 @@ def check_origin(http: HTTPRequest, settings: Settings) -> None:
             return
     raise ForbiddenOriginError()
 
+
 def read_body(http: HTTPRequest, settings: Settings) -> bytes:
     cap = settings.max_body_bytes
     if http.content_length is not None and http.content_length > cap:
@@ -173,10 +180,12 @@ def read_body(http: HTTPRequest, settings: Settings) -> bytes:
         # gunicorn ends a Content-Length body early, silently, when the client leaves.
         log.info(
             "a2a: request body unreadable: got %d of %d bytes (the client left)",
-            len(body), http.content_length,
+            len(body),
+            http.content_length,
         )
         raise MalformedBodyError()
     return bytes(body)
+
 
 def _read(http: HTTPRequest, size: int) -> bytes:
     """One read of the body; whatever the server's input stream raises is the transport's
@@ -186,10 +195,9 @@ def _read(http: HTTPRequest, size: int) -> bytes:
     except Exception as exc:
         if hasattr(exc, "get_response") and getattr(exc, "code", None) != 400:
             raise  # another HTTP answer of the host's (werkzeug's 413 for MAX_CONTENT_LENGTH)
-        log.info(
-            "a2a: request body unreadable: %s: %s", type(exc).__name__, scrub(str(exc))[:200]
-        )
+        log.info("a2a: request body unreadable: %s: %s", type(exc).__name__, scrub(str(exc))[:200])
         raise MalformedBodyError() from None
+
 
 def check_content_type(http: HTTPRequest) -> None:
     mimetype = (http.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
@@ -198,14 +206,13 @@ def check_content_type(http: HTTPRequest) -> None:
             "Incompatible content types: send application/json or application/a2a+json"
         )
 
+
 def check_version(http: HTTPRequest) -> None:
     """The ``A2A-Version`` a 1.0-only check accepts: none, or 1.x (else -32009)."""
     requested_version(http, "")
 
 
-def requested_version(
-    http: HTTPRequest, name: str, legacy: t.Collection[str] = ()
-) -> str:
+def requested_version(http: HTTPRequest, name: str, legacy: t.Collection[str] = ()) -> str:
     """Which version a call speaks (docs/protocol-versions.md): the ``A2A-Version`` header
     (or query parameter) when given; without one, a slash-form method name (``message/send``)
     is 0.3 and any other (``SendMessage``) 1.0, so ``curl`` without the header keeps working.
@@ -220,7 +227,6 @@ def requested_version(
         return "0.3"
     supported = ", ".join(["1.0", *legacy])
     raise VersionNotSupportedError(
-        f"Protocol version {scrub(version)[:20]} is not supported; this server speaks "
-        f"{supported}",
+        f"Protocol version {scrub(version)[:20]} is not supported; this server speaks {supported}",
         metadata={"supportedVersions": supported},
     )

@@ -75,14 +75,17 @@ def handle(
             activated = extensions.activate(http.headers, request.method)
         call = Call(request.id, request.params, principal, http, activated)
         result = invoke(method, request.method, call)
-        reply = result if isinstance(result, Reply) else Reply(
-            200, list(JSON_HEADERS), jsonrpc.success(request.id, result)
+        reply = (
+            result
+            if isinstance(result, Reply)
+            else Reply(200, list(JSON_HEADERS), jsonrpc.success(request.id, result))
         )
     except A2AError as exc:
         reply = error_reply(request_id, exc, stream=stream)
     except Exception as exc:
         reply = error_reply(request_id, internal_error(exc), stream=stream)
     return finish(http, reply, activated)
+
 
 def error_reply(
     request_id: jsonrpc.RequestId | jsonrpc._NoId, error: A2AError, *, stream: bool = False

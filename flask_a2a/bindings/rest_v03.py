@@ -27,6 +27,7 @@ from .v03 import VERSION, translate_stream
 #: The prefix of every v0.3 route below the REST mount.
 PREFIX: t.Final = "v1/"
 
+
 def _route(path: str, verb: str) -> tuple[str, dict[str, str], Body]:
     """(the v0.3 method, the path's params, the body) for ``path`` below ``v1/``."""
     found: dict[str, tuple[str, Body]] | None = None
@@ -42,18 +43,24 @@ def _route(path: str, verb: str) -> tuple[str, dict[str, str], Body]:
             found, params = {"POST": ("tasks/cancel", "optional")}, {"id": task[:-7]}
         case ["tasks", task] if task.endswith(":subscribe"):
             # The proto says GET (the v0.3 client's verb); the spec's table says POST.
-            found = {"GET": ("tasks/resubscribe", "none"),
-                     "POST": ("tasks/resubscribe", "optional")}
+            found = {
+                "GET": ("tasks/resubscribe", "none"),
+                "POST": ("tasks/resubscribe", "optional"),
+            }
             params = {"id": task[:-10]}
         case ["tasks", task]:
             found, params = {"GET": ("tasks/get", "none")}, {"id": task}
         case ["tasks", task, "pushNotificationConfigs"]:
-            found = {"POST": ("tasks/pushNotificationConfig/set", "required"),
-                     "GET": ("tasks/pushNotificationConfig/list", "none")}
+            found = {
+                "POST": ("tasks/pushNotificationConfig/set", "required"),
+                "GET": ("tasks/pushNotificationConfig/list", "none"),
+            }
             params = {"id": task}
         case ["tasks", task, "pushNotificationConfigs", config]:
-            found = {"GET": ("tasks/pushNotificationConfig/get", "none"),
-                     "DELETE": ("tasks/pushNotificationConfig/delete", "none")}
+            found = {
+                "GET": ("tasks/pushNotificationConfig/get", "none"),
+                "DELETE": ("tasks/pushNotificationConfig/delete", "none"),
+            }
             params = {"id": task, "configId": config}
     if found is None or not all(params.values()):
         raise MethodNotFoundError(f"No A2A v0.3 route at {scrub(PREFIX + path)[:100]!r}")
@@ -85,9 +92,12 @@ class _Methods:
 
     def stream(self, call: Call) -> t.Any:
         params = v03_rest.send_params(call.params)
-        return translate_stream(self.table["SendStreamingMessage"](
-            call._replace(params=params, protocol_version=VERSION)
-        ), _v03_event)
+        return translate_stream(
+            self.table["SendStreamingMessage"](
+                call._replace(params=params, protocol_version=VERSION)
+            ),
+            _v03_event,
+        )
 
     def get_task(self, call: Call) -> t.Any:
         params = {"id": call.params["id"]}
@@ -101,9 +111,12 @@ class _Methods:
         return v03_rest.dump_task(wire.task_from_wire(task))
 
     def resubscribe(self, call: Call) -> t.Any:
-        return translate_stream(self.table["SubscribeToTask"](
-            call._replace(params={"id": call.params["id"]}, protocol_version=VERSION)
-        ), _v03_event)
+        return translate_stream(
+            self.table["SubscribeToTask"](
+                call._replace(params={"id": call.params["id"]}, protocol_version=VERSION)
+            ),
+            _v03_event,
+        )
 
     def set_push(self, call: Call) -> t.Any:
         params = v03_rest.create_push_params(call.params, call.params["id"])
@@ -117,12 +130,15 @@ class _Methods:
 
     def list_push(self, call: Call) -> t.Any:
         params = {k: v for k, v in call.params.items() if k in ("pageSize", "pageToken")}
-        listed = self._call("ListTaskPushNotificationConfigs", call,
-                            {**params, "taskId": call.params["id"]})
-        out: dict[str, t.Any] = {"configs": [
-            v03_rest.dump_push_config(wire.push_config_from_wire(c))
-            for c in listed.get("configs") or []
-        ]}
+        listed = self._call(
+            "ListTaskPushNotificationConfigs", call, {**params, "taskId": call.params["id"]}
+        )
+        out: dict[str, t.Any] = {
+            "configs": [
+                v03_rest.dump_push_config(wire.push_config_from_wire(c))
+                for c in listed.get("configs") or []
+            ]
+        }
         if listed.get("nextPageToken"):
             out["nextPageToken"] = listed["nextPageToken"]
         return out

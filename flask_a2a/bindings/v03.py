@@ -151,9 +151,7 @@ def methods(table: t.Mapping[str, Method]) -> dict[str, Method]:
 _DATA: t.Final = b"data: "
 
 
-def translate_stream(
-    reply: Reply, rewrite: t.Callable[[t.Any], t.Any] | None = None
-) -> Reply:
+def translate_stream(reply: Reply, rewrite: t.Callable[[t.Any], t.Any] | None = None) -> Reply:
     """The v1.0 stream with each event rewritten as v0.3 (keep-alives pass as they are).
 
     ``rewrite``: one event's JSON (parsed) -> the v0.3 one; by default a JSON-RPC response's
@@ -164,13 +162,11 @@ def translate_stream(
     return Reply(reply.status, reply.headers, _translated(reply.body, rewrite or _v03_response))
 
 
-def _translated(
-    body: t.Iterator[bytes], rewrite: t.Callable[[t.Any], t.Any]
-) -> t.Iterator[bytes]:
+def _translated(body: t.Iterator[bytes], rewrite: t.Callable[[t.Any], t.Any]) -> t.Iterator[bytes]:
     try:
         for chunk in body:
             if chunk.startswith(_DATA):
-                doc = rewrite(json.loads(chunk[len(_DATA):]))
+                doc = rewrite(json.loads(chunk[len(_DATA) :]))
                 chunk = _DATA + jsonrpc.encode(doc).encode() + b"\n\n"
             yield chunk
     finally:

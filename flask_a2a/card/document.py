@@ -379,12 +379,11 @@ class CardPublisher:
                 methods=["GET"],
             )
         if self.settings.role == "agent":
-            bp.add_url_rule(
-                prefix + HEALTH_PATH, "healthz", self.healthz_view, methods=["GET"]
-            )
+            bp.add_url_rule(prefix + HEALTH_PATH, "healthz", self.healthz_view, methods=["GET"])
 
-    def guard_agent_role(self, app: Flask, endpoints: t.Container[str] = AGENT_ROLE_ENDPOINTS
-                         ) -> None:
+    def guard_agent_role(
+        self, app: Flask, endpoints: t.Container[str] = AGENT_ROLE_ENDPOINTS
+    ) -> None:
         """``A2A_ROLE=agent``: every endpoint but the agent's answers 404, before any other hook.
 
         The one place the extension affects the whole app: replicas in this role serve agents

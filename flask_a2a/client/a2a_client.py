@@ -187,7 +187,8 @@ class A2AClient:
         #: How the client talks to the agent (one binding's wire; see ``bindings.py``).
         self.transport: Transport = bindings.transport(
             Interface(endpoint, bindings.binding_name(binding or bindings.JSONRPC)),
-            self.session, tenant,
+            self.session,
+            tenant,
         )
 
     @property
@@ -309,7 +310,11 @@ class A2AClient:
         """SendMessage. Unless ``return_immediately``, the answer comes when the run ends (or
         pauses), so this waits up to ``send_timeout``."""
         params = self._send_params(
-            message, history_length, return_immediately, accepted_output_modes, push_config,
+            message,
+            history_length,
+            return_immediately,
+            accepted_output_modes,
+            push_config,
             metadata,
         )
         timeout = self.timeout if return_immediately else self.send_timeout
@@ -351,8 +356,13 @@ class A2AClient:
         ``options`` go to :meth:`send_message` (``history_length``, ``return_immediately``…).
         """
         message = skill_message(
-            skill, text, data=data, operation=operation, arguments=arguments,
-            task_id=task_id, context_id=context_id,
+            skill,
+            text,
+            data=data,
+            operation=operation,
+            arguments=arguments,
+            task_id=task_id,
+            context_id=context_id,
         )
         result = self.send_message(message, **options)
         if not isinstance(result, Task):
@@ -373,8 +383,13 @@ class A2AClient:
     ) -> EventStream:
         """:meth:`call`, streamed: an iterator of the task's events."""
         message = skill_message(
-            skill, text, data=data, operation=operation, arguments=arguments,
-            task_id=task_id, context_id=context_id,
+            skill,
+            text,
+            data=data,
+            operation=operation,
+            arguments=arguments,
+            task_id=task_id,
+            context_id=context_id,
         )
         return self.send_streaming_message(message, **options)
 

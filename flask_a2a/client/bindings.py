@@ -106,9 +106,7 @@ def at_url(card: t.Mapping[str, t.Any], card_url: str, url: str) -> Interface | 
     return None
 
 
-def transport(
-    interface: Interface, session: requests.Session, tenant: str | None
-) -> Transport:
+def transport(interface: Interface, session: requests.Session, tenant: str | None) -> Transport:
     """The transport for ``interface``; ``tenant`` (the caller's, else the interface's) goes
     into every request, as spec §5.3 asks."""
     return TRANSPORTS[interface.binding](

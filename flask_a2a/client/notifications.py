@@ -60,9 +60,7 @@ def parse_notification(
         _same(request.headers.get(name), token) for name in TOKEN_HEADERS
     ):
         raise NotificationRejected("the notification token does not match", 401)
-    if authorization is not None and not _same(
-        request.headers.get("Authorization"), authorization
-    ):
+    if authorization is not None and not _same(request.headers.get("Authorization"), authorization):
         raise NotificationRejected("the notification's Authorization does not match", 401)
     if request.content_length is not None and request.content_length > max_bytes:
         raise NotificationRejected("the notification is too large", 413)

@@ -27,16 +27,24 @@ ROUTES: t.Final[dict[str, tuple[str, str, tuple[str, ...]]]] = {
     "CancelTask": ("POST", "/tasks/{id}:cancel", ("id",)),
     "SubscribeToTask": ("GET", "/tasks/{id}:subscribe", ("id",)),
     "CreateTaskPushNotificationConfig": (
-        "POST", "/tasks/{taskId}/pushNotificationConfigs", ("taskId",)
+        "POST",
+        "/tasks/{taskId}/pushNotificationConfigs",
+        ("taskId",),
     ),
     "GetTaskPushNotificationConfig": (
-        "GET", "/tasks/{taskId}/pushNotificationConfigs/{id}", ("taskId", "id")
+        "GET",
+        "/tasks/{taskId}/pushNotificationConfigs/{id}",
+        ("taskId", "id"),
     ),
     "ListTaskPushNotificationConfigs": (
-        "GET", "/tasks/{taskId}/pushNotificationConfigs", ("taskId",)
+        "GET",
+        "/tasks/{taskId}/pushNotificationConfigs",
+        ("taskId",),
     ),
     "DeleteTaskPushNotificationConfig": (
-        "DELETE", "/tasks/{taskId}/pushNotificationConfigs/{id}", ("taskId", "id")
+        "DELETE",
+        "/tasks/{taskId}/pushNotificationConfigs/{id}",
+        ("taskId", "id"),
     ),
     "GetExtendedAgentCard": ("GET", "/extendedAgentCard", ()),
 }
@@ -83,7 +91,11 @@ class RestTransport:
         else:
             options = {"params": {k: _query_value(v) for k, v in rest.items()}}
         return self.session.request(
-            verb, self.url + path, timeout=timeout, stream=stream, allow_redirects=False,
+            verb,
+            self.url + path,
+            timeout=timeout,
+            stream=stream,
+            allow_redirects=False,
             **options,
         )
 

@@ -51,8 +51,10 @@ def answer_of(response: requests.Response, request_id: int) -> t.Any:
         payload = response.json()
     except ValueError:
         raise A2AClientError(f"HTTP {status}: the answer is not JSON-RPC", status) from None
-    if isinstance(payload, dict) and isinstance(payload.get("error"), dict) and (
-        "status" in payload["error"]
+    if (
+        isinstance(payload, dict)
+        and isinstance(payload.get("error"), dict)
+        and ("status" in payload["error"])
     ):  # a google.rpc.Status: an HTTP+JSON interface was spoken to in JSON-RPC
         raise A2AClientError(
             f"HTTP {status}: the answer is not JSON-RPC but HTTP+JSON: use binding='HTTP+JSON' "

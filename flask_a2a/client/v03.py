@@ -26,8 +26,10 @@ def legacy_endpoint(card: t.Mapping[str, t.Any], card_url: str) -> str | None:
     """The card's v0.3 JSON-RPC URL when it offers JSON-RPC in v0.3 only; None when it offers
     a 1.x JSON-RPC interface (or JSON-RPC in no version)."""
     listed = [
-        i for i in card.get("supportedInterfaces") or ()
-        if isinstance(i, dict) and isinstance(i.get("url"), str)
+        i
+        for i in card.get("supportedInterfaces") or ()
+        if isinstance(i, dict)
+        and isinstance(i.get("url"), str)
         and str(i.get("protocolBinding", "")).upper() == "JSONRPC"
     ]
     if any(str(i.get("protocolVersion", "")).startswith("1") for i in listed):
@@ -41,7 +43,8 @@ def legacy_endpoint(card: t.Mapping[str, t.Any], card_url: str) -> str | None:
     candidates = [(card.get("preferredTransport") or "JSONRPC", card.get("url"))]
     candidates += [
         (i.get("transport"), i.get("url"))
-        for i in card.get("additionalInterfaces") or () if isinstance(i, dict)
+        for i in card.get("additionalInterfaces") or ()
+        if isinstance(i, dict)
     ]
     for transport, url in candidates:
         if str(transport).upper() == "JSONRPC" and isinstance(url, str):
@@ -78,7 +81,8 @@ class V03Transport(JsonRpcTransport):
     """The JSON-RPC binding in A2A v0.3 (``A2A-Version: 0.3``; v0.3 has no tenant)."""
 
     headers: t.ClassVar[t.Mapping[str, str]] = {
-        "Content-Type": "application/json", "A2A-Version": VERSION,
+        "Content-Type": "application/json",
+        "A2A-Version": VERSION,
     }
 
     def __init__(self, url: str, session: t.Any, tenant: str | None = None) -> None:

@@ -70,7 +70,9 @@ def figures(exchange: Exchange) -> dict[str, t.Any]:
             "seatsInUse": exchange.seats.in_use(),
             "perOwnerCap": settings.max_stream_seats_per_owner,
         },
-        "push": None if push is None else {
+        "push": None
+        if push is None
+        else {
             "inFlight": push.dispatcher.in_flight,
             "waiting": push.dispatcher.waiting,
         },

@@ -48,9 +48,7 @@ BLUEPRINT: t.Final = "a2a_console"
 def blueprint(path: str, admin: AdminCheck | None) -> Blueprint:
     """The console's routes under ``path`` (``A2A_CONSOLE_PATH``)."""
     base = path.rstrip("/")
-    bp = Blueprint(
-        BLUEPRINT, __name__, static_folder="static", static_url_path=base + "/static"
-    )
+    bp = Blueprint(BLUEPRINT, __name__, static_folder="static", static_url_path=base + "/static")
     bp.add_url_rule(base, "page", _page, methods=["GET"])
     bp.add_url_rule(base + "/", "page_slash", _page, methods=["GET"])
 
@@ -96,7 +94,9 @@ def _page() -> Response:
     if settings.console_principal == "required" and state.resolve_principal() is None:
         return Response(
             "<!doctype html><title>A2A console</title><p>Sign in to this application to use "
-            "the A2A console.</p>", 401, mimetype="text/html",
+            "the A2A console.</p>",
+            401,
+            mimetype="text/html",
         )
     root = request.script_root
     values = {
@@ -117,8 +117,9 @@ def _page() -> Response:
 def _same_origin() -> bool:
     """The exchange's Origin gate, for the JSON reads: a page of another origin that sends the
     caller's cookie is refused (a same-origin GET carries no Origin at all)."""
-    http = HTTPRequest(request.method, request.headers, request.host, None, lambda n: b"",
-                       lambda: None)
+    http = HTTPRequest(
+        request.method, request.headers, request.host, None, lambda n: b"", lambda: None
+    )
     try:
         check_origin(http, _state().settings)
     except ForbiddenOriginError:
@@ -174,14 +175,16 @@ def _session(admin: AdminCheck | None) -> Response:
         for skill in _state().exchange.skills.values()
         if skill.id not in entity_ids or skill.id in tools
     ]
-    return _json({
-        "owner": principal.owner,
-        "tenant": principal.tenant,
-        "scopes": None if principal.scopes is None else sorted(principal.scopes),
-        "admin": is_admin(principal, admin),
-        "skills": skills,
-        "tools": tools,
-    })
+    return _json(
+        {
+            "owner": principal.owner,
+            "tenant": principal.tenant,
+            "scopes": None if principal.scopes is None else sorted(principal.scopes),
+            "admin": is_admin(principal, admin),
+            "skills": skills,
+            "tools": tools,
+        }
+    )
 
 
 def _card_signature() -> Response:

@@ -17,7 +17,6 @@ from ..protocol.model import Principal
 from .operations import Argument, Operation
 
 if t.TYPE_CHECKING:
-
     pass
 
 log = logging.getLogger("flask_a2a")
@@ -68,9 +67,7 @@ class Entity:
     routes: t.Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     namespace: str | None = None
     public: bool = True
-    arguments: t.Mapping[str, t.Sequence[str | Argument]] = dataclasses.field(
-        default_factory=dict
-    )
+    arguments: t.Mapping[str, t.Sequence[str | Argument]] = dataclasses.field(default_factory=dict)
     description: str | None = None
     #: The operations declared as :class:`Operation` objects, by name (set from ``operations``).
     declared_routes: t.Mapping[str, Operation] = dataclasses.field(
@@ -113,10 +110,14 @@ class Entity:
             declared[op] = tuple(keys)
         object.__setattr__(self, "arguments", declared)
         object.__setattr__(self, "declared_routes", own)
-        object.__setattr__(self, "operations", tuple(
-            [op for op in OPERATIONS if op in ops and op not in own]
-            + [op for op in ops if op in own]
-        ))
+        object.__setattr__(
+            self,
+            "operations",
+            tuple(
+                [op for op in OPERATIONS if op in ops and op not in own]
+                + [op for op in ops if op in own]
+            ),
+        )
         object.__setattr__(self, "url", (self.url or f"/api/{self.name}").rstrip("/"))
         for op, (_method, path) in self.routes.items():
             if not path.startswith("/"):

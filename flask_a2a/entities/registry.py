@@ -154,7 +154,10 @@ class EntityRegistry:
             return
         except Exception as exc:
             log.warning(
-                "a2a: entity %s %s failed: %s", entity.name, operation, scrub(repr(exc)),
+                "a2a: entity %s %s failed: %s",
+                entity.name,
+                operation,
+                scrub(repr(exc)),
                 extra=fields(task.id, task.skill.id),
             )
             task.fail("entity request failed: status 500: Internal Server Error")

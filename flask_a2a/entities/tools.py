@@ -16,7 +16,6 @@ from .operations import Argument, Bound, apply, bind
 from .toolschema import SchemaFacts, walk
 
 if t.TYPE_CHECKING:
-
     pass
 
 log = logging.getLogger("flask_a2a")
@@ -102,8 +101,9 @@ class Tool:
         arguments = {k: v for k, v in arguments.items() if k in self.keys}
         # The declared arguments (renamed, extra, path parameters) are placed as declared.
         names = {b.name for b in self.bound}
-        placed = apply(self.bound, template, {k: arguments[k] for k in names & set(arguments)},
-                       errors)
+        placed = apply(
+            self.bound, template, {k: arguments[k] for k in names & set(arguments)}, errors
+        )
         template = placed.path
         arguments = {k: v for k, v in arguments.items() if k not in names}
         if self.custom:
@@ -117,8 +117,10 @@ class Tool:
             record_id = arguments.get("id")
             if "id" not in arguments:
                 errors["id"] = ["Missing data for required field."]
-            elif isinstance(record_id, bool) or not isinstance(record_id, str | int) or (
-                isinstance(record_id, str) and not 0 < len(record_id) <= 512
+            elif (
+                isinstance(record_id, bool)
+                or not isinstance(record_id, str | int)
+                or (isinstance(record_id, str) and not 0 < len(record_id) <= 512)
             ):
                 errors["id"] = ["Must be a non-empty string or an integer."]
         rest = {k: v for k, v in arguments.items() if k != "id" or self.operation == "create"}
@@ -246,9 +248,9 @@ def build_tools(entity: Entity) -> list[Tool]:
         }
         if required:
             input_schema["required"] = required
-        tools.append(Tool(
-            f"{entity.qualified_name}.{op}", entity, op, input_schema, facts, tuple(bound)
-        ))
+        tools.append(
+            Tool(f"{entity.qualified_name}.{op}", entity, op, input_schema, facts, tuple(bound))
+        )
     return tools
 
 

@@ -16,7 +16,6 @@ from marshmallow import Schema, fields, validate
 _SCALAR_TYPES: t.Final = frozenset({"string", "number", "integer", "boolean"})
 
 
-
 def _validator_keywords(field: fields.Field[t.Any], out: dict[str, t.Any]) -> None:
     for rule in field.validators:
         if isinstance(rule, validate.OneOf):

@@ -111,8 +111,17 @@ class Subscription:
     """
 
     __slots__ = (
-        "bus", "task_id", "limit", "closed", "reason", "_events", "_cond", "_hub", "_waiter",
-        "_wakeup", "_thread",
+        "bus",
+        "task_id",
+        "limit",
+        "closed",
+        "reason",
+        "_events",
+        "_cond",
+        "_hub",
+        "_waiter",
+        "_wakeup",
+        "_thread",
     )
 
     def __init__(self, bus: Bus, task_id: str, limit: int) -> None:

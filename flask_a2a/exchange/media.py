@@ -87,7 +87,8 @@ class MediaCheck:
             )
         log.warning(
             "a2a: A2A_CHECK_MEDIA_TYPES=refuse would refuse this message (-32005): %s",
-            problem, extra=fields(message.task_id, skill.id),
+            problem,
+            extra=fields(message.task_id, skill.id),
         )
 
     def problem(

@@ -62,7 +62,6 @@ from .writer import TaskWriter, is_final
 log = logging.getLogger("flask_a2a")
 
 
-
 def _token(cursor: tuple[datetime, str]) -> str:
     raw = json.dumps([wire.format_timestamp(cursor[0]), cursor[1]]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -135,8 +134,14 @@ class Exchange:
         self.writer.on_final = self.retention.after_final
         self.closing = False
         self.runs = Runs(
-            settings, store, runner, self.bus, self.writer,
-            skills=self.skills, push=push, retention=self.retention,
+            settings,
+            store,
+            runner,
+            self.bus,
+            self.writer,
+            skills=self.skills,
+            push=push,
+            retention=self.retention,
         )
         self.slots = self.runs.slots
         if default_modes is not None:
@@ -229,8 +234,14 @@ class Exchange:
     def _walk_owner(self, query: ListQuery) -> t.Any:
         """For a store that cannot filter by tier: read every task of the owner, count ours."""
         everything = dataclasses.replace(
-            query, scoped=False, tenanted=False, context_id=None, states=None,
-            status_after=None, cursor=None, limit=1000,
+            query,
+            scoped=False,
+            tenanted=False,
+            context_id=None,
+            states=None,
+            status_after=None,
+            cursor=None,
+            limit=1000,
         )
         records: list[TaskRecord] = []
         cursor = None
@@ -252,7 +263,8 @@ class Exchange:
         inline = config.get("task_push_notification_config")
         if inline is not None:  # the config's webhooks take the shape of the call's version
             config["task_push_notification_config"] = {
-                **inline, "protocol_version": call.protocol_version,
+                **inline,
+                "protocol_version": call.protocol_version,
             }
         return params["message"], config
 
@@ -263,8 +275,12 @@ class Exchange:
     def send_message(self, call: Call) -> t.Any:
         message, config = self._message_params(call)
         record, run, _ = self.runs.start(
-            message, call.principal, config, credentials=credential_headers(call.http.headers),
-            extensions=call.extensions, here=True,
+            message,
+            call.principal,
+            config,
+            credentials=credential_headers(call.http.headers),
+            extensions=call.extensions,
+            here=True,
         )
         history_length = config.get("history_length")
         if run is not None and not config.get("return_immediately"):
@@ -293,15 +309,15 @@ class Exchange:
         # What a stream keeps is what it needs (not the call: its params, its HTTP request),
         # in one object whose bound methods the relay calls (not a closure and cells each).
         feed = _Feed(
-            self, record.task.id, call.principal,
+            self,
+            record.task.id,
+            call.principal,
             refresher() if refresher is not None else None,
             None if call.binding == "rest" else jsonrpc.encode_id(call.id),
         )
         held = record.version == 0  # the run shows the task at its first change, or replies
         # A stream that starts on a paused task waits for what comes of it (issue 14 item 5).
-        pause = feed.pause = (
-            StreamPause(record.task.status) if record.state.interrupted else None
-        )
+        pause = feed.pause = StreamPause(record.task.status) if record.state.interrupted else None
         body = relay(
             first=None if held else wire.task_event_json(record.task),
             first_version=record.version,
@@ -340,8 +356,12 @@ class Exchange:
         seat = self.seats.take(call.principal.owner)
         try:
             record, _, subscription = self.runs.start(
-                message, call.principal, config, subscribe=True,
-                credentials=credential_headers(call.http.headers), extensions=call.extensions,
+                message,
+                call.principal,
+                config,
+                subscribe=True,
+                credentials=credential_headers(call.http.headers),
+                extensions=call.extensions,
             )
         except BaseException:
             seat.release()
@@ -519,7 +539,8 @@ class _Feed:
         self.refresh = refresh
         #: A JSON-RPC response's head; None on HTTP+JSON (each event a bare StreamResponse).
         self.head = (
-            None if request_id_json is None
+            None
+            if request_id_json is None
             else '{"jsonrpc":"2.0","id":' + request_id_json + ',"result":'
         )
         self.pause: StreamPause | None = None

@@ -61,8 +61,11 @@ class OwedSettles:
             if len(self._owed) >= MAX_OWED and task_id not in self._owed:
                 dropped = next(iter(self._owed))
                 del self._owed[dropped]
-                log.error("a2a: too many owed settles; task %s stays as stored", dropped,
-                          extra=fields(dropped))
+                log.error(
+                    "a2a: too many owed settles; task %s stays as stored",
+                    dropped,
+                    extra=fields(dropped),
+                )
             self._owed[task_id] = (state, text)
         log.warning("a2a: task %s could not be settled; it is settled %s once the store "
                     "answers", task_id, state.value, extra=fields(task_id))  # fmt: skip
@@ -114,8 +117,9 @@ class OwedSettles:
                 try:
                     self._settle(task_id, state, text)
                 except Exception as exc:  # still down: the next try comes
-                    log.error("a2a: an owed settle failed: %s", scrub(repr(exc)),
-                              extra=fields(task_id))
+                    log.error(
+                        "a2a: an owed settle failed: %s", scrub(repr(exc)), extra=fields(task_id)
+                    )
                     return
                 with self._lock:
                     if self._owed.get(task_id) == (state, text):

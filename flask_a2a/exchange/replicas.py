@@ -101,8 +101,11 @@ class ReplicaWatch:
         try:
             self.check([run])
         except Exception as exc:  # the poll loop tries again
-            log.error("a2a: replica check failed: %s", scrub(repr(exc)),
-                      extra=fields(run.task_id, run.record.skill))
+            log.error(
+                "a2a: replica check failed: %s",
+                scrub(repr(exc)),
+                extra=fields(run.task_id, run.record.skill),
+            )
 
     def check(self, runs: list[Run]) -> None:
         """Compare each run's last write with the stored row; act on what others wrote."""

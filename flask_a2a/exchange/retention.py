@@ -153,8 +153,12 @@ class Retention:
                 return  # the settle that ran the trim logs its error
         else:
             query = ListQuery(
-                owner=record.owner, tenant=record.tenant, scopes=record.scopes,
-                scoped=True, states=TERMINAL_STATES, limit=100_000,
+                owner=record.owner,
+                tenant=record.tenant,
+                scopes=record.scopes,
+                scoped=True,
+                states=TERMINAL_STATES,
+                limit=100_000,
             )
             rows = [r for r in self.store.list_tasks(query).records if r.tier == record.tier]
             deleted = [r.task.id for r in rows[keep:]]
@@ -206,8 +210,10 @@ class Retention:
                     self._forget(trimmer(tier, self.settings.terminal_task_retention))
                 except Exception as exc:  # the next settle in the tier tries again
                     finalize_failed(
-                        "retention after a settle", "the tier is trimmed at its next settle",
-                        exc, {},
+                        "retention after a settle",
+                        "the tier is trimmed at its next settle",
+                        exc,
+                        {},
                     )
                 with self._lock:
                     deferred.covered = asked
@@ -223,8 +229,12 @@ class Retention:
         if keep < 0:
             return
         query = ListQuery(
-            owner=record.owner, tenant=record.tenant, scopes=record.scopes, scoped=True,
-            states=INTERRUPTED_STATES, limit=keep + 256,
+            owner=record.owner,
+            tenant=record.tenant,
+            scopes=record.scopes,
+            scoped=True,
+            states=INTERRUPTED_STATES,
+            limit=keep + 256,
         )
         rows = [r for r in self.store.list_tasks(query).records if r.tier == record.tier]
         for old in rows[keep:]:

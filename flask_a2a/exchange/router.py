@@ -85,14 +85,15 @@ def route(message: Message, skills: t.Mapping[str, Skill]) -> Route:
         skill = skills.get(asked)
         if skill is None:
             # Quoted and bounded: the name is the caller's text, echoed into a stored task.
-            shown = json.dumps(asked if len(asked) <= 100 else asked[:100] + "…",
-                               ensure_ascii=False)
+            shown = json.dumps(
+                asked if len(asked) <= 100 else asked[:100] + "…", ensure_ascii=False
+            )
             return Route(None, f"unknown skill {scrub(shown)}")
         return Route(skill, "")
     if len(skills) == 1:
         return Route(next(iter(skills.values())), "")
     return Route(
         None,
-        'no skill named: send the skill id in message.metadata.skill or in a data part '
+        "no skill named: send the skill id in message.metadata.skill or in a data part "
         'carrying "skill" (the agent card lists the skills)',
     )

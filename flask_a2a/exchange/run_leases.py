@@ -68,7 +68,6 @@ def _micros() -> int:
     return time.time_ns() // 1000
 
 
-
 class LeaseHost(t.Protocol):
     """What the leases use of their exchange (``methods.Exchange``, which builds them: this
     module does not name it back)."""
@@ -84,6 +83,7 @@ class LeaseHost(t.Protocol):
     @property
     def writer(self) -> TaskWriter: ...
     def live_runs(self) -> list[Run]: ...
+
 
 class RunLeases:
     """This process's side of the run leases: renew ours, settle the lapsed, release handed-off."""
@@ -272,7 +272,8 @@ class RunLeases:
                 late = lapsed.deadline is not None and lapsed.deadline < _micros()
                 task = record.task
                 message = Message.agent(
-                    TIMED_OUT if late else WORKER_STOPPED, context_id=task.context_id,
+                    TIMED_OUT if late else WORKER_STOPPED,
+                    context_id=task.context_id,
                     task_id=task.id,
                 )
                 try:
@@ -282,7 +283,8 @@ class RunLeases:
                     continue
                 log.warning(
                     "a2a: task %s settled FAILED: the lease of its run (held by %s) lapsed",
-                    task.id, lapsed.run_by or "an unknown process",
+                    task.id,
+                    lapsed.run_by or "an unknown process",
                     extra=fields(task.id, record.skill),
                 )
                 return 1
@@ -302,7 +304,9 @@ class RunLeases:
                 return  # the store logged it once, naming the fix: no second line
             log.error(
                 "a2a: run leases: the store did not answer (%s); renewals and sweeps are tried "
-                "again every %.1f s", scrub(repr(exc)), self.period,
+                "again every %.1f s",
+                scrub(repr(exc)),
+                self.period,
             )
 
     def _answered(self) -> None:

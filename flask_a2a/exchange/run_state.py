@@ -26,6 +26,7 @@ log = logging.getLogger("flask_a2a")
 #: Follow-ups a run keeps for ``receive()`` before dropping the oldest (they stay in history).
 INBOX_LIMIT: t.Final = 256
 
+
 class Run:
     """One handler run in this process: its cancel flags, deadline, timer and completion."""
 
@@ -99,7 +100,10 @@ class Run:
         if new:
             with self.inbox_ready:
                 if len(self.inbox) + len(new) > INBOX_LIMIT:
-                    log.warning("a2a: a run's unread follow-ups passed %d; oldest dropped",
-                                INBOX_LIMIT, extra=fields(self.task_id, record.skill))
+                    log.warning(
+                        "a2a: a run's unread follow-ups passed %d; oldest dropped",
+                        INBOX_LIMIT,
+                        extra=fields(self.task_id, record.skill),
+                    )
                 self.inbox.extend(new)
                 self.inbox_ready.notify_all()

@@ -79,9 +79,7 @@ class _Scheduler:
         with self._cond:
             heapq.heappush(self._heap, (time.monotonic() + delay, next(self._seq), timer))
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._loop, name="a2a-timers", daemon=True
-                )
+                self._thread = threading.Thread(target=self._loop, name="a2a-timers", daemon=True)
                 self._thread.start()
             self._cond.notify()
         return timer

@@ -178,7 +178,12 @@ class Runs:
         self._check_push_config(config)
         if message.task_id:
             return self._resume(
-                message, principal, config, subscribe, credentials, extensions=extensions,
+                message,
+                principal,
+                config,
+                subscribe,
+                credentials,
+                extensions=extensions,
                 here=here,
             )
         routed = route(message, self.skills)
@@ -191,7 +196,9 @@ class Runs:
         if routed.skill is None:
             refusal = Message.agent(routed.refusal, context_id=context_id, task_id=task_id)
             task = Task(
-                task_id, context_id, TaskStatus(TaskState.REJECTED, now, refusal),
+                task_id,
+                context_id,
+                TaskStatus(TaskState.REJECTED, now, refusal),
                 history=(message, refusal),
             )
             record = self.store.create_task(
@@ -202,11 +209,19 @@ class Runs:
             return Started(record, None, self.bus.subscribe(task_id) if subscribe else None)
         skill = routed.skill
         task = Task(
-            task_id, context_id, TaskStatus(TaskState.SUBMITTED, now), history=(message,),
+            task_id,
+            context_id,
+            TaskStatus(TaskState.SUBMITTED, now),
+            history=(message,),
             metadata={SKILL_METADATA_KEY: skill.id},
         )
         record = TaskRecord(
-            task, principal.owner, principal.tenant, principal.scope_key, now, version=0,
+            task,
+            principal.owner,
+            principal.tenant,
+            principal.scope_key,
+            now,
+            version=0,
             skill=skill.id,
         )
         self.claim(principal.owner)
@@ -224,8 +239,15 @@ class Runs:
             self.store.delete_tasks([task_id])
             raise
         return self._launch(
-            record, message, principal, skill, subscribe, credentials, extensions=extensions,
-            detached=bool(config.get("return_immediately")), here=here,
+            record,
+            message,
+            principal,
+            skill,
+            subscribe,
+            credentials,
+            extensions=extensions,
+            detached=bool(config.get("return_immediately")),
+            here=here,
         )
 
     def _launch(
@@ -244,8 +266,14 @@ class Runs:
         # Subscribed before the run starts, so a stream misses no event.
         subscription = self.bus.subscribe(record.task.id) if subscribe else None
         run = self.launch(
-            record, message, principal, skill, credentials, extensions=extensions,
-            reveal=subscribe and record.version == 0, detached=detached,
+            record,
+            message,
+            principal,
+            skill,
+            credentials,
+            extensions=extensions,
+            reveal=subscribe and record.version == 0,
+            detached=detached,
             here=here and not subscribe and not detached,
         )
         return Started(record, run, subscription)
@@ -314,8 +342,15 @@ class Runs:
             raise
         self._register_inline_push(record, config)
         return self._launch(
-            record, message, principal, skill, subscribe, credentials, extensions=extensions,
-            detached=bool(config.get("return_immediately")), here=here,
+            record,
+            message,
+            principal,
+            skill,
+            subscribe,
+            credentials,
+            extensions=extensions,
+            detached=bool(config.get("return_immediately")),
+            here=here,
         )
 
     def _follow_up(
@@ -455,7 +490,12 @@ class Runs:
         run = Run(record, self.settings.task_timeout)
         run.reveal = reveal
         context = TaskContext(
-            self.writer, run, message, self.handler_principal(principal), skill, credentials,
+            self.writer,
+            run,
+            message,
+            self.handler_principal(principal),
+            skill,
+            credentials,
             extensions=extensions,
         )
         with self._lock:
@@ -537,7 +577,9 @@ class Runs:
             failure = f"skill produced data that cannot be sent: {exc}"
         except HandlerUsageError as exc:  # our own text, naming the fix
             log.error(
-                "a2a: skill %s misused its task: %s", skill.id, scrub(exc),
+                "a2a: skill %s misused its task: %s",
+                skill.id,
+                scrub(exc),
                 extra=fields(run.task_id, skill.id),
             )
             failure = str(exc)
@@ -547,7 +589,9 @@ class Runs:
         except Exception as exc:
             # Its text can hold SQL, paths or tokens: the log gets it, the caller does not.
             log.error(
-                "a2a: skill %s failed\n%s", skill.id, scrub_exception(exc),
+                "a2a: skill %s failed\n%s",
+                skill.id,
+                scrub_exception(exc),
                 extra=fields(run.task_id, skill.id),
             )
             failure = HANDLER_FAILED
@@ -578,7 +622,9 @@ class Runs:
                     run.refusal = exc.answer or run.refusal
                 else:
                     finalize_failed(
-                        "a run's settle", "tried again", exc,
+                        "a run's settle",
+                        "tried again",
+                        exc,
                         fields(run.task_id, run.record.skill),
                     )
         if run.record.version > 0:  # a held task never written does not exist to settle
@@ -608,7 +654,8 @@ class Runs:
             except Exception as exc:  # the run's next change tries again
                 run.write_due = True
                 log.error(
-                    "a2a: writing a held task failed: %s", scrub(repr(exc)),
+                    "a2a: writing a held task failed: %s",
+                    scrub(repr(exc)),
                     extra=fields(run.task_id, run.record.skill),
                 )
 
@@ -662,7 +709,8 @@ class Runs:
                 finalize_failed(
                     "the settle of a run past its deadline",
                     "owed: settled FAILED once the store answers" if owed else "nothing stored",
-                    exc, fields(run.task_id, run.record.skill),
+                    exc,
+                    fields(run.task_id, run.record.skill),
                 )
                 if owed:
                     self.owed.owe(run.task_id, TaskState.FAILED, "task timed out")
@@ -731,8 +779,10 @@ class Runs:
                 pass
             except Exception as exc:  # the cancel is owed (``cancel``); at worst the run's
                 finalize_failed(  # lease lapses and another process settles it FAILED
-                    "a cancel at shutdown", "owed: tried once more before the process exits",
-                    exc, fields(run.task_id, run.record.skill),
+                    "a cancel at shutdown",
+                    "owed: tried once more before the process exits",
+                    exc,
+                    fields(run.task_id, run.record.skill),
                 )
         if runs:
             log.warning("a2a: shutdown canceled %d live run(s)", len(runs))

@@ -196,9 +196,7 @@ class Relay:
 
     __slots__ = ("_events", "_subscription", "_seat")
 
-    def __init__(
-        self, events: t.Iterator[bytes], subscription: Subscription, seat: Seat
-    ) -> None:
+    def __init__(self, events: t.Iterator[bytes], subscription: Subscription, seat: Seat) -> None:
         self._events = events
         self._subscription = subscription
         self._seat = seat

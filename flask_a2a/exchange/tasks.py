@@ -51,7 +51,6 @@ if t.TYPE_CHECKING:
 log = logging.getLogger("flask_a2a")
 
 
-
 class SkillInfo(t.Protocol):
     """The skill a task runs, as its handler sees it (``router.Skill``; the router names this
     module for its handler type, so this one describes the skill instead of importing it)."""
@@ -383,7 +382,9 @@ class TaskContext(TaskMutations):
             became = "a reply" if self._run.reply is not None else self.state.value
             log.warning(
                 "a2a: skill %s returned a %s after its task became %s; the value is dropped",
-                self.skill.id, type(value).__name__, became,
+                self.skill.id,
+                type(value).__name__,
+                became,
                 extra=fields(self._run.task_id, self.skill.id),
             )
             return

@@ -206,7 +206,8 @@ class TaskWriter:
                 self.on_event(new, bus_event)
             except Exception as exc:
                 log.error(
-                    "a2a: push delivery panicked: %s", scrub(repr(exc)),
+                    "a2a: push delivery panicked: %s",
+                    scrub(repr(exc)),
                     extra=fields(task.id, new.skill),
                 )
         if final and self.on_final is not None:
@@ -214,7 +215,9 @@ class TaskWriter:
                 self.on_final(new)
             except Exception as exc:  # the settle is stored: only the tier's trim waits
                 finalize_failed(
-                    "retention after a settle", "the tier is trimmed at its next settle", exc,
+                    "retention after a settle",
+                    "the tier is trimmed at its next settle",
+                    exc,
                     fields(task.id, new.skill),
                 )
         return new
@@ -230,9 +233,7 @@ class TaskWriter:
         event = TaskStatusUpdateEvent(task.id, task.context_id, status)
         return self.commit(record, new_task, event)
 
-    def settle(
-        self, record: TaskRecord, state: TaskState, text: str | None = None
-    ) -> TaskRecord:
+    def settle(self, record: TaskRecord, state: TaskState, text: str | None = None) -> TaskRecord:
         """Move to ``state`` against the store, re-reading on conflicts; a terminal row wins.
 
         Returns the stored record, which is terminal already if someone else settled first.

@@ -1,2 +1,1 @@
-"""A fleet of processes: the Redis bus and the Redis-backed limits shared across them.
-"""
+"""A fleet of processes: the Redis bus and the Redis-backed limits shared across them."""

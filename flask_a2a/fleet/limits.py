@@ -35,22 +35,28 @@ _NOW_MS = (
     "local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) "
 )
 #: KEYS: the owner's set. ARGV: lease id, cap, ttl ms. 1 = taken, 0 = at the cap.
-_TAKE: t.Final = _NOW_MS + """
+_TAKE: t.Final = (
+    _NOW_MS
+    + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[3]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 """
+)
 #: KEYS: sets; ARGV: ttl ms, then one lease id per key. A lease lost with a Redis restart is
 #: added back: it is a run or a stream that still exists.
-_REFRESH: t.Final = _NOW_MS + """
+_REFRESH: t.Final = (
+    _NOW_MS
+    + """
 for i, key in ipairs(KEYS) do
   redis.call('ZADD', key, ms + tonumber(ARGV[1]), ARGV[i + 1])
   redis.call('PEXPIRE', key, ARGV[1])
 end
 return #KEYS
 """
+)
 
 
 class Leases:

@@ -61,7 +61,9 @@ _NOW_MS = (
 
 #: KEYS: watch set, ctl. ARGV: origin, task, version, final, gone, json, key ttl ms,
 #: notify, prefix, inbox length, ctl length. Returns the number of inboxes written.
-_PUBLISH: t.Final = _NOW_MS + """
+_PUBLISH: t.Final = (
+    _NOW_MS
+    + """
 local sent = 0
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
 for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
@@ -80,11 +82,14 @@ if ARGV[8] == '1' then
 end
 return sent
 """
+)
 
 #: KEYS: watch sets. ARGV: replica id, lease ttl ms. Returns Redis time in ms, then the
 #: (1-based) index of each key that did not hold the replica: a watch lapsed or lost (a
 #: Redis restarted empty), so the task's events of that while never reached the replica.
-_WATCH: t.Final = _NOW_MS + """
+_WATCH: t.Final = (
+    _NOW_MS
+    + """
 local out = {ms}
 for i, key in ipairs(KEYS) do
   if redis.call('ZADD', key, ms + tonumber(ARGV[2]), ARGV[1]) == 1 then
@@ -94,6 +99,7 @@ for i, key in ipairs(KEYS) do
 end
 return out
 """
+)
 
 
 def connect(url: str, timeout: float) -> redis.Redis:
@@ -211,9 +217,7 @@ class RedisBus(Bus):
         self.redis.ping()
 
     def live(self) -> bool:
-        return (
-            self._reader_live and not self._down and time.monotonic() >= self._trusted_at
-        )
+        return self._reader_live and not self._down and time.monotonic() >= self._trusted_at
 
     # ------------------------------------------------------------------ the Bus protocol
 
@@ -286,8 +290,17 @@ class RedisBus(Bus):
             self._publish(
                 keys=[self.key("w:" + task_id), self.key("ctl")],
                 args=[
-                    self.replica_id, task_id, version, int(final), int(gone), result_json,
-                    max(self._ttl_ms * 6, 60_000), int(notify), self.prefix, INBOX_LEN, CTL_LEN,
+                    self.replica_id,
+                    task_id,
+                    version,
+                    int(final),
+                    int(gone),
+                    result_json,
+                    max(self._ttl_ms * 6, 60_000),
+                    int(notify),
+                    self.prefix,
+                    INBOX_LEN,
+                    CTL_LEN,
                 ],
             )
         except redis.RedisError as exc:

@@ -1,2 +1,1 @@
-"""Operations: telemetry spans, Prometheus metrics, log fields and the health report.
-"""
+"""Operations: telemetry spans, Prometheus metrics, log fields and the health report."""

@@ -26,8 +26,11 @@ PROBE_TASK_ID: t.Final = "a2a-health-probe"
 OK: t.Final = "ok"
 
 
-def probe(check: t.Callable[[], object], spawn: t.Callable[[t.Callable[[], None]], None],
-          timeout: float = TIMEOUT) -> str:
+def probe(
+    check: t.Callable[[], object],
+    spawn: t.Callable[[t.Callable[[], None]], None],
+    timeout: float = TIMEOUT,
+) -> str:
     """``"ok"``, ``"timed out"`` or ``"unreachable: <ExceptionType>"``."""
     done = threading.Event()
     outcome: list[str] = []
@@ -67,5 +70,7 @@ def report(exchange: Exchange, timeout: float = TIMEOUT) -> tuple[int, dict[str,
         return 503, {"status": "closing"}
     checks = check(exchange, timeout)
     healthy = all(value == OK for value in checks.values())
-    return (200 if healthy else 503), {"status": "ok" if healthy else "unavailable",
-                                       "checks": checks}
+    return (200 if healthy else 503), {
+        "status": "ok" if healthy else "unavailable",
+        "checks": checks,
+    }

@@ -89,7 +89,8 @@ class Series:
         )
         self.runs_started = Counter("a2a_runs_started", "Runs started", ["agent", "skill"])
         self.runs_settled = Counter(
-            "a2a_runs_settled", "Runs ended, by the state their task reached",
+            "a2a_runs_settled",
+            "Runs ended, by the state their task reached",
             ["agent", "skill", "state"],
         )
         self.run_seconds = Histogram(
@@ -222,4 +223,3 @@ def metrics_view() -> Response:
 
     body, content_type = exposition()
     return Response(body, 200, {"Content-Type": content_type, "Cache-Control": "no-store"})
-

@@ -191,7 +191,10 @@ def success(request_id: RequestId | _NoId, result: t.Any) -> str:
 
 def failure(request_id: RequestId | _NoId, error: A2AError) -> str:
     return (
-        '{"jsonrpc":"2.0","id":' + encode_id(request_id) + ',"error":' + _dumps(error.to_dict())
+        '{"jsonrpc":"2.0","id":'
+        + encode_id(request_id)
+        + ',"error":'
+        + _dumps(error.to_dict())
         + "}"
     )
 

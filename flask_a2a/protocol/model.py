@@ -125,8 +125,14 @@ class Message:
         """This message on a task and context (``dataclasses.replace`` costs twice as much,
         and this runs on every send)."""
         return Message(
-            self.message_id, self.role, self.parts, context_id, task_id, self.metadata,
-            self.extensions, self.reference_task_ids,
+            self.message_id,
+            self.role,
+            self.parts,
+            context_id,
+            task_id,
+            self.metadata,
+            self.extensions,
+            self.reference_task_ids,
         )
 
     @property

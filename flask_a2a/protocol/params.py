@@ -19,8 +19,16 @@ from .model import UNSET, Message, Part, Role
 _ROLES: t.Final = {"ROLE_USER": Role.USER, "ROLE_AGENT": Role.AGENT}
 _PART_KEYS: t.Final = frozenset({"text", "url", "data", "metadata", "filename", "mediaType"})
 _MESSAGE_KEYS: t.Final = frozenset(
-    {"messageId", "role", "parts", "contextId", "taskId", "metadata", "extensions",
-     "referenceTaskIds"}
+    {
+        "messageId",
+        "role",
+        "parts",
+        "contextId",
+        "taskId",
+        "metadata",
+        "extensions",
+        "referenceTaskIds",
+    }
 )
 _CONFIG_KEYS: t.Final = frozenset({"returnImmediately", "historyLength", "acceptedOutputModes"})
 _PARAM_KEYS: t.Final = frozenset({"message", "configuration", "metadata", "tenant"})

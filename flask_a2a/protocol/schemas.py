@@ -191,9 +191,7 @@ class MessageSchema(ProtoSchema):
     context_id = fields.String(data_key="contextId", validate=_KEY)
     task_id = fields.String(data_key="taskId", validate=_TASK_ID)
     role = ProtoEnum(Role, ROLE_NUMBERS, required=True)
-    parts = fields.List(
-        fields.Nested(PartSchema), required=True, validate=validate.Length(min=1)
-    )
+    parts = fields.List(fields.Nested(PartSchema), required=True, validate=validate.Length(min=1))
     metadata = Struct()
     extensions = fields.List(fields.String())
     reference_task_ids = fields.List(fields.String(), data_key="referenceTaskIds")

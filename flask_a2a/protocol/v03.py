@@ -389,8 +389,9 @@ def load_task(raw: t.Any, field: str = "task") -> Task:
         id=data["id"],
         context_id=str(data.get("contextId") or ""),
         status=load_status(data.get("status"), f"{field}.status"),
-        artifacts=tuple(load_artifact(a, f"{field}.artifacts[{i}]")
-                        for i, a in enumerate(artifacts)),
+        artifacts=tuple(
+            load_artifact(a, f"{field}.artifacts[{i}]") for i, a in enumerate(artifacts)
+        ),
         history=tuple(load_message(m, f"{field}.history[{i}]") for i, m in enumerate(history)),
         metadata=data.get("metadata") if isinstance(data.get("metadata"), dict) else None,
     )
@@ -406,14 +407,17 @@ def load_event(raw: t.Any) -> t.Any:
         return load_message(data, "result")
     if kind == "status-update":
         return TaskStatusUpdateEvent(
-            str(data.get("taskId") or ""), str(data.get("contextId") or ""),
+            str(data.get("taskId") or ""),
+            str(data.get("contextId") or ""),
             load_status(data.get("status")),
             data.get("metadata") if isinstance(data.get("metadata"), dict) else None,
         )
     if kind == "artifact-update":
         return TaskArtifactUpdateEvent(
-            str(data.get("taskId") or ""), str(data.get("contextId") or ""),
-            load_artifact(data.get("artifact")), bool(data.get("append")),
+            str(data.get("taskId") or ""),
+            str(data.get("contextId") or ""),
+            load_artifact(data.get("artifact")),
+            bool(data.get("append")),
             bool(data.get("lastChunk")),
             data.get("metadata") if isinstance(data.get("metadata"), dict) else None,
         )
@@ -431,7 +435,8 @@ def load_push_config(raw: t.Any) -> PushConfig:
         url=str(flat.get("url") or ""),
         token=flat.get("token"),
         authentication=AuthenticationInfo(auth["scheme"], auth.get("credentials"))
-        if auth else None,
+        if auth
+        else None,
     )
 
 

@@ -44,10 +44,16 @@ def card_fields(card: dict[str, t.Any], interfaces: list[dict[str, t.Any]]) -> d
 
 
 #: What :func:`card_fields` adds at the card's top level (none is a v1.0 AgentCard field).
-CARD_FIELDS: t.Final = frozenset({
-    "protocolVersion", "url", "preferredTransport", "additionalInterfaces",
-    "supportsAuthenticatedExtendedCard", "security",
-})
+CARD_FIELDS: t.Final = frozenset(
+    {
+        "protocolVersion",
+        "url",
+        "preferredTransport",
+        "additionalInterfaces",
+        "supportsAuthenticatedExtendedCard",
+        "security",
+    }
+)
 
 
 def without_card_fields(card: dict[str, t.Any]) -> dict[str, t.Any]:
@@ -61,7 +67,8 @@ def without_card_fields(card: dict[str, t.Any]) -> dict[str, t.Any]:
         out["securitySchemes"] = {name: _member_only(s) for name, s in schemes.items()}
     if isinstance(out.get("skills"), list):
         out["skills"] = [
-            {k: v for k, v in skill.items() if k != "security"} if isinstance(skill, dict)
+            {k: v for k, v in skill.items() if k != "security"}
+            if isinstance(skill, dict)
             else skill
             for skill in out["skills"]
         ]
@@ -92,7 +99,7 @@ def _both_schemes(scheme: t.Any) -> t.Any:
     a2a-sdk 1.x resolver folds the v0.3 keys back into the same member)."""
     if not isinstance(scheme, dict) or len(scheme) != 1:
         return scheme
-    (member, fields), = scheme.items()
+    ((member, fields),) = scheme.items()
     known = _SCHEME_TYPES.get(member)
     if known is None or not isinstance(fields, dict):
         return scheme
@@ -108,8 +115,10 @@ def _security(requirements: t.Any) -> list[dict[str, list[str]]]:
     for requirement in requirements if isinstance(requirements, list) else ():
         schemes = requirement.get("schemes") if isinstance(requirement, dict) else None
         if isinstance(schemes, dict):
-            out.append({
-                name: list(scopes.get("list") or []) if isinstance(scopes, dict) else []
-                for name, scopes in schemes.items()
-            })
+            out.append(
+                {
+                    name: list(scopes.get("list") or []) if isinstance(scopes, dict) else []
+                    for name, scopes in schemes.items()
+                }
+            )
     return out

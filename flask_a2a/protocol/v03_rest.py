@@ -61,8 +61,10 @@ REST: t.Final = Spelling(
     kinds=False,
     parts="content",
     roles={role: role.value for role in Role},
-    states={**{state: state.value for state in TaskState},
-            TaskState.CANCELED: "TASK_STATE_CANCELLED"},
+    states={
+        **{state: state.value for state in TaskState},
+        TaskState.CANCELED: "TASK_STATE_CANCELLED",
+    },
     references=False,
     part=dump_part,
 )

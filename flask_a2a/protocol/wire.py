@@ -138,9 +138,9 @@ def task_event_json(task: Task) -> str:
     return '{"task":' + task_json(task) + "}"
 
 
-def dump_event(event: Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> dict[
-    str, t.Any
-]:
+def dump_event(
+    event: Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent,
+) -> dict[str, t.Any]:
     """A StreamResponse: an object with exactly one of its four members."""
     if isinstance(event, Task):
         return {"task": dump_task(event)}

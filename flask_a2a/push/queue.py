@@ -113,12 +113,12 @@ return items
 """
 
 
-
 class Attempts(t.Protocol):
     """What a lane's drain needs of the sender (``webhooks.PushSender``, which hands
     notifications to this queue: this module does not name it back)."""
 
     def attempt(self, job: Notification) -> tuple[bool, str]: ...
+
 
 class Jobs(t.Protocol):
     """Makes ``PushQueue.drain(lane_job, sender)`` run in a worker, now or after ``delay``
@@ -147,8 +147,11 @@ class RQJobs:
         else:  # RQ keeps whole seconds (floored): round the due time up, never early
             due = math.ceil(time.time() + delay)
             self.queue.enqueue_at(
-                datetime.datetime.fromtimestamp(due, datetime.UTC), run_lane,
-                self.queue.name, lane_job, **options,
+                datetime.datetime.fromtimestamp(due, datetime.UTC),
+                run_lane,
+                self.queue.name,
+                lane_job,
+                **options,
             )
 
 
@@ -255,7 +258,9 @@ class PushQueue:
         except ImportError:
             raise RuntimeError(f"A2A_PUSH_QUEUE needs Redis and RQ: {EXTRA_HINT}") from None
         connection = redis.Redis.from_url(
-            url, socket_timeout=redis_timeout, socket_connect_timeout=redis_timeout,
+            url,
+            socket_timeout=redis_timeout,
+            socket_connect_timeout=redis_timeout,
             retry=Retry(NoBackoff(), 0),
         )
         return cls(connection, url=url, **options)
@@ -295,7 +300,8 @@ class PushQueue:
         log.warning(
             "a2a: push queue %s does not answer (%s): notifications are delivered in process "
             "(one attempt, best effort) until it does",
-            scrub(self.name), scrub(repr(exc)),
+            scrub(self.name),
+            scrub(repr(exc)),
         )
 
     def _answered(self) -> None:
@@ -313,17 +319,24 @@ class PushQueue:
         config = job.config
         lane = lane_id(config.task_id, config.id)
         stored = config if self.secrets is None else self.secrets.seal_always(config)
-        payload = json.dumps({
-            "config": dump_push_config(stored),
-            "version": job.version,
-            "body": job.body.decode(),
-            "jti": job.jti or new_id(),
-            "attempts": 0,
-        }, separators=(",", ":"))
+        payload = json.dumps(
+            {
+                "config": dump_push_config(stored),
+                "version": job.version,
+                "body": job.body.decode(),
+                "jti": job.jti or new_id(),
+                "attempts": 0,
+            },
+            separators=(",", ":"),
+        )
         keys = [self.key(kind, lane) for kind in ("lane", "last", "busy", "paused")]
         token = new_id()
-        found = int(self._offer(keys, [job.version, payload, MAX_LANE,
-                                       int(self.lease_seconds(0) * 1000), KEY_TTL, token]))
+        found = int(
+            self._offer(
+                keys,
+                [job.version, payload, MAX_LANE, int(self.lease_seconds(0) * 1000), KEY_TTL, token],
+            )
+        )
         self._answered()
         if found == 1:
             try:
@@ -339,7 +352,10 @@ class PushQueue:
             self.metrics.push_dropped("queue_lane_full")
             log.warning(
                 "a2a: push notification dropped (its queue lane holds %d): task %s config %s",
-                MAX_LANE, config.task_id, scrub(config.id), extra=fields(config.task_id),
+                MAX_LANE,
+                config.task_id,
+                scrub(config.id),
+                extra=fields(config.task_id),
             )
 
     # ------------------------------------------------------------------ the worker's side
@@ -407,7 +423,11 @@ class PushQueue:
             log.warning(
                 "a2a: push config %s of task %s paused for %gs: its receiver failed %d times in "
                 "a row (last: %s); its waiting notifications are given up",
-                scrub(config_id), task_id, self.policy.pause_seconds, fails, scrub(detail),
+                scrub(config_id),
+                task_id,
+                self.policy.pause_seconds,
+                fails,
+                scrub(detail),
                 extra=fields(task_id),
             )
             self._record(task_id, config_id, url, "paused", detail, attempt)
@@ -428,7 +448,11 @@ class PushQueue:
         self._record(task_id, config_id, url, "given_up", detail, attempt)
         log.warning(
             "a2a: push notification given up after %d attempt(s): task %s config %s: %s",
-            attempt, task_id, scrub(config_id), scrub(detail), extra=fields(task_id),
+            attempt,
+            task_id,
+            scrub(config_id),
+            scrub(detail),
+            extra=fields(task_id),
         )
 
     def _give_up_lane(self, keys: dict[str, str], token: str) -> None:
@@ -442,13 +466,25 @@ class PushQueue:
     # ------------------------------------------------------------------ status
 
     def _record(
-        self, task_id: str, config_id: str, url: str, outcome: str, detail: str,
+        self,
+        task_id: str,
+        config_id: str,
+        url: str,
+        outcome: str,
+        detail: str,
         attempt: int = 0,
     ) -> None:
         """Count one outcome for ``flask a2a push-status`` (best effort: never fails a job)."""
         key = self.key("status", task_id)
-        last = json.dumps({"outcome": outcome, "detail": detail[:200], "attempt": attempt,
-                           "at": time.time(), "url": url})
+        last = json.dumps(
+            {
+                "outcome": outcome,
+                "detail": detail[:200],
+                "attempt": attempt,
+                "at": time.time(),
+                "url": url,
+            }
+        )
         try:
             with self.redis.pipeline(transaction=False) as pipe:
                 if outcome != "paused":
@@ -466,8 +502,10 @@ class PushQueue:
         for field, value in self.redis.hgetall(self.key("status", task_id)).items():
             name = field.decode() if isinstance(field, bytes) else str(field)
             config_id, _, kind = name.partition("\0")
-            entry = out.setdefault(config_id, {"sent": 0, "retried": 0, "given_up": 0,
-                                               "dropped": 0, "last": None, "paused": 0.0})
+            entry = out.setdefault(
+                config_id,
+                {"sent": 0, "retried": 0, "given_up": 0, "dropped": 0, "last": None, "paused": 0.0},
+            )
             entry[kind] = json.loads(value) if kind == "last" else int(value)
         for config_id, entry in out.items():
             left = self.redis.pttl(self.key("paused", lane_id(task_id, config_id)))

@@ -80,9 +80,7 @@ class PushSecrets:
         if keys:
             self._newest, self._fernet = _fernets(keys)
         self._lock = threading.Lock()
-        self._reported: collections.OrderedDict[tuple[str, str], None] = (
-            collections.OrderedDict()
-        )
+        self._reported: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
 
     @property
     def sealing(self) -> bool:
@@ -142,7 +140,7 @@ class PushSecrets:
             if not value.startswith(MARKER):
                 changed = True
                 return self._seal_value(value)
-            token = value[len(MARKER):].encode()
+            token = value[len(MARKER) :].encode()
             assert self._newest is not None and self._fernet is not None
             try:
                 self._newest.decrypt(token)
@@ -180,7 +178,7 @@ class PushSecrets:
         if self._fernet is None:
             raise UnreadableSecretError()
         try:
-            return self._fernet.decrypt(value[len(MARKER):].encode()).decode()
+            return self._fernet.decrypt(value[len(MARKER) :].encode()).decode()
         except (_invalid_token(), UnicodeDecodeError):
             raise UnreadableSecretError() from None
 
@@ -203,7 +201,9 @@ class PushSecrets:
         log.error(
             "a2a: push config %s of task %s: its secrets do not open with A2A_PUSH_SECRET_KEY; "
             "it gets no deliveries (configure the key that sealed it, or re-create the config)",
-            scrub(config.id), scrub(config.task_id), extra=fields(config.task_id),
+            scrub(config.id),
+            scrub(config.task_id),
+            extra=fields(config.task_id),
         )
 
 
@@ -236,9 +236,7 @@ def _invalid_token() -> type[Exception]:
 # ------------------------------------------------------------------ rotation
 
 
-def rotate_sql_store(
-    store: SQLStore, secrets: PushSecrets, batch: int = ROTATE_BATCH
-) -> Rotation:
+def rotate_sql_store(store: SQLStore, secrets: PushSecrets, batch: int = ROTATE_BATCH) -> Rotation:
     """Re-seal every push config of ``store`` under the newest key, ``batch`` rows at a time.
 
     Rows are walked in key order (keyset paging) and rewritten in place only when they change

@@ -239,9 +239,7 @@ class GuardedAdapter(HTTPAdapter):
         self.poolmanager.pool_classes_by_scheme = _pool_classes(self.policy)
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs: t.Any) -> t.Any:
-        raise requests.exceptions.InvalidProxyURL(
-            "a2a: the guarded push client never uses a proxy"
-        )
+        raise requests.exceptions.InvalidProxyURL("a2a: the guarded push client never uses a proxy")
 
 
 def guarded_session(
@@ -249,8 +247,12 @@ def guarded_session(
 ) -> requests.Session:
     """A session whose adapters are guarded: a fresh one, or a clone of a plain ``base``."""
     session = copy.copy(base) if base is not None else requests.Session()
-    adapters = base.adapters if base is not None else OrderedDict(
-        (prefix, HTTPAdapter(pool_maxsize=16)) for prefix in ("https://", "http://")
+    adapters = (
+        base.adapters
+        if base is not None
+        else OrderedDict(
+            (prefix, HTTPAdapter(pool_maxsize=16)) for prefix in ("https://", "http://")
+        )
     )
     session.adapters = OrderedDict()
     for prefix, adapter in adapters.items():

@@ -107,9 +107,7 @@ class DropLog:
         #: A test seam: seconds, monotonic.
         self.clock = clock
         self.memory = memory
-        self._pending: collections.OrderedDict[tuple[str, str], _Drops] = (
-            collections.OrderedDict()
-        )
+        self._pending: collections.OrderedDict[tuple[str, str], _Drops] = collections.OrderedDict()
 
     #: Counts drops by reason (``a2a_push_dropped_total``); set by the PushSender.
     metrics: Recorder = NOOP
@@ -141,7 +139,12 @@ class DropLog:
         log.warning(
             "a2a: push notification dropped (%s): task %s config %s owner %s "
             "(%d dropped since the last warning for this config)",
-            why, key[0], scrub(key[1]), scrub(owner), count, extra=fields(key[0]),
+            why,
+            key[0],
+            scrub(key[1]),
+            scrub(owner),
+            count,
+            extra=fields(key[0]),
         )
 
 
@@ -213,10 +216,7 @@ class Dispatcher:
         self._spawn(functools.partial(self._work, lane, job))
 
     def _may_run(self, owner: str) -> bool:
-        return (
-            self.in_flight < self.max_in_flight
-            and self._owner_in_flight[owner] < self.per_owner
-        )
+        return self.in_flight < self.max_in_flight and self._owner_in_flight[owner] < self.per_owner
 
     def _may_wait(self, owner: str) -> bool:
         return self.waiting < self.max_waiting and self._owner_waiting[owner] < self.per_owner
@@ -380,8 +380,10 @@ class PushSender:
         # Read after storing: any write this read misses lists the new config in deliver().
         current = self.store.get_task(record.task.id) or record
         if not current.state.terminal:  # a settled task will not change: nothing to tell
-            body = _v03_body(current) if config.protocol_version == "0.3" else (
-                task_event_json(current.task).encode()
+            body = (
+                _v03_body(current)
+                if config.protocol_version == "0.3"
+                else (task_event_json(current.task).encode())
             )
             self.dispatcher.offer(record.owner, config, current.version, body, False)
         return config
@@ -489,7 +491,10 @@ class PushSender:
         except requests.RequestException as exc:
             log.warning(
                 "a2a: push delivery failed: task %s config %s: %s",
-                config.task_id, scrub(config.id), scrub(exc), extra=extra,
+                config.task_id,
+                scrub(config.id),
+                scrub(exc),
+                extra=extra,
             )
             span.set_attribute("error.type", type(exc).__name__)
             return False, str(exc)
@@ -502,7 +507,10 @@ class PushSender:
             if not 200 <= status < 300:
                 log.warning(
                     "a2a: push delivery got HTTP %d: task %s config %s",
-                    status, config.task_id, scrub(config.id), extra=extra,
+                    status,
+                    config.task_id,
+                    scrub(config.id),
+                    extra=extra,
                 )
                 return False, f"HTTP {status}"
             return True, ""

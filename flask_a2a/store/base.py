@@ -43,7 +43,12 @@ class TaskRecord:
     def evolve(self, task: Task, version: int, skill: str | None = None) -> TaskRecord:
         """The same ownership with a new task and version (the hot-path ``replace``)."""
         return TaskRecord(
-            task, self.owner, self.tenant, self.scopes, self.created_at, version,
+            task,
+            self.owner,
+            self.tenant,
+            self.scopes,
+            self.created_at,
+            version,
             self.skill if skill is None else skill,
         )
 
@@ -105,9 +110,10 @@ def store_failed(exc: BaseException) -> bool:
     database gone), which a later try may get past; anything else is a bug of the caller's."""
     if isinstance(exc, OSError):
         return True
-    return any(
-        cls.__module__.split(".")[0] in _STORE_PACKAGES for cls in type(exc).__mro__
-    ) or type(exc).__name__ == "MissingTablesError"
+    return (
+        any(cls.__module__.split(".")[0] in _STORE_PACKAGES for cls in type(exc).__mro__)
+        or type(exc).__name__ == "MissingTablesError"
+    )
 
 
 def holds_nothing_at_rest(store: object) -> bool:

@@ -235,7 +235,7 @@ class LazyStore:
             return
         raise StoreRefused(
             f"flask_a2a: {what} keeps tasks in one process, but {self._several}: a task made "
-            "in one process would be \"Task not found\" in the others. Configure a store they "
+            'in one process would be "Task not found" in the others. Configure a store they '
             "share: set A2A_DATABASE_URL (PostgreSQL in production, e.g. "
             "postgresql+psycopg://user@host/db) or register Flask-SQLAlchemy on the app; or run "
             "one worker; or set A2A_ALLOW_MEMORY_STORE_IN_WORKERS = True if every request about "

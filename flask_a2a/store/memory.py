@@ -210,9 +210,7 @@ class MemoryStore:
     def export_owner(self, owner: str) -> dict[str, list[dict[str, t.Any]]]:
         with self._lock:
             records = [self._tasks[i] for i in self._by_owner.get(owner, ())]
-            configs = [
-                c for v in self._configs.values() for o, c in v.values() if o == owner
-            ]
+            configs = [c for v in self._configs.values() for o, c in v.values() if o == owner]
         records.sort(key=_sort_key)
         return {
             "tasks": [record_json(r) for r in records],

@@ -49,9 +49,7 @@ log = logging.getLogger("flask_a2a")
 _EPOCH: t.Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO: t.Final = timedelta(microseconds=1)
 #: Ids are compared byte-wise in SQL, as Python compares them (keyset paging needs one order).
-_ID = sql_mysql.Exact(MAX_TASK_ID).with_variant(
-    sa.String(MAX_TASK_ID, collation="C"), "postgresql"
-)
+_ID = sql_mysql.Exact(MAX_TASK_ID).with_variant(sa.String(MAX_TASK_ID, collation="C"), "postgresql")
 #: A caller's key (owner, tenant, ids), matched exactly (MySQL: binary NO PAD collation).
 _KEY = sql_mysql.Exact(MAX_KEY)
 _CHUNK: t.Final = 500
@@ -134,8 +132,11 @@ class _RoundRefused(Exception):
 
 #: Task columns holding a caller's string, the field that names it, and its length.
 _ROW_FIELDS: t.Final = (
-    ("id", "id", MAX_TASK_ID), ("context_id", "contextId", MAX_KEY),
-    ("owner", "owner", MAX_KEY), ("tenant", "tenant", MAX_KEY), ("skill", "skill", MAX_KEY),
+    ("id", "id", MAX_TASK_ID),
+    ("context_id", "contextId", MAX_KEY),
+    ("owner", "owner", MAX_KEY),
+    ("tenant", "tenant", MAX_KEY),
+    ("skill", "skill", MAX_KEY),
 )
 
 
@@ -200,7 +201,8 @@ class SQLStore:
         carried = session_settings(engine)
         #: The engine's connections already carry this timeout and commit mode.
         self._session_settings = carried is not None and carried[:2] == (
-            self._millis, asynchronous_commit
+            self._millis,
+            asynchronous_commit,
         )
         #: ... and autocommit: a one-statement call is one round trip.
         self._autocommits = self._session_settings and bool(carried and carried[2])
@@ -239,17 +241,30 @@ class SQLStore:
         self.lease_index = sa.Index(f"ix_{table_prefix}tasks_lease", c.lease_until)
         # NULL is no equality for the planner, so the keys are COALESCEd: then the index gives
         # the page order, and the raw columns at the end let counts stay index-only.
-        self.indexes = self._mysql_indexes() if self.mysql else (
-            sa.Index(
-                f"ix_{table_prefix}tasks_tier",
-                c.owner, _blank(c.tenant), _blank(c.scopes), c.status_ts.desc(), c.id.desc(),
-                c.tenant, c.scopes,
-            ),
-            sa.Index(
-                f"ix_{table_prefix}tasks_owner",
-                c.owner, _blank(c.tenant), c.status_ts.desc(), c.id.desc(), c.tenant,
-            ),
-            self.lease_index,
+        self.indexes = (
+            self._mysql_indexes()
+            if self.mysql
+            else (
+                sa.Index(
+                    f"ix_{table_prefix}tasks_tier",
+                    c.owner,
+                    _blank(c.tenant),
+                    _blank(c.scopes),
+                    c.status_ts.desc(),
+                    c.id.desc(),
+                    c.tenant,
+                    c.scopes,
+                ),
+                sa.Index(
+                    f"ix_{table_prefix}tasks_owner",
+                    c.owner,
+                    _blank(c.tenant),
+                    c.status_ts.desc(),
+                    c.id.desc(),
+                    c.tenant,
+                ),
+                self.lease_index,
+            )
         )
         self.push_configs = sa.Table(
             f"{table_prefix}push_configs",
@@ -384,7 +399,10 @@ class SQLStore:
         return plain
 
     def _run(
-        self, key: t.Hashable, statement: t.Any, params: dict[str, t.Any],
+        self,
+        key: t.Hashable,
+        statement: t.Any,
+        params: dict[str, t.Any],
         columns: list[str] | None = None,
     ) -> tuple[list[tuple[t.Any, ...]], int] | None:
         """One autocommit statement on the DBAPI cursor: its rows and row count; None when it
@@ -398,7 +416,10 @@ class SQLStore:
         return self._driver.run(plain, params)
 
     def _execute(
-        self, key: t.Hashable, statement: t.Any, params: dict[str, t.Any],
+        self,
+        key: t.Hashable,
+        statement: t.Any,
+        params: dict[str, t.Any],
         columns: list[str] | None = None,
     ) -> tuple[t.Sequence[t.Sequence[t.Any]], int]:
         """One autocommit statement: its rows (each in the statement's column order) and row
@@ -891,7 +912,9 @@ class SQLStore:
         with self._tx() as conn:
             for start in range(0, len(ids), _CHUNK):
                 chunk = ids[start : start + _CHUNK]
-                conn.execute(self.push_configs.delete().where(self.push_configs.c.task_id.in_(chunk)))
+                conn.execute(
+                    self.push_configs.delete().where(self.push_configs.c.task_id.in_(chunk))
+                )
                 result = conn.execute(self.tasks.delete().where(self.tasks.c.id.in_(chunk)))
                 deleted += result.rowcount
         return deleted

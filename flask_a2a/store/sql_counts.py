@@ -40,8 +40,7 @@ def counts_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
         metadata,
         sa.Column("owner", sql_mysql.Exact(MAX_KEY), primary_key=True),
         sa.Column("tenant_key", sql_mysql.Exact(MAX_KEY + 1), primary_key=True),
-        sa.Column("scopes_key", sql_mysql.DIGEST_KEY,
-                  primary_key=True),
+        sa.Column("scopes_key", sql_mysql.DIGEST_KEY, primary_key=True),
         sa.Column("tasks", sa.BigInteger, nullable=False),
         **sql_mysql.TABLE_OPTIONS,
     )

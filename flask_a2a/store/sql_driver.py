@@ -92,9 +92,9 @@ class Driver:
         """SQLAlchemy's exception for a driver error; invalidates a disconnected connection."""
         gone = False
         try:
-            gone = bool(self.dialect.is_disconnect(
-                t.cast(t.Any, exc), fairy.dbapi_connection, cursor
-            ))
+            gone = bool(
+                self.dialect.is_disconnect(t.cast(t.Any, exc), fairy.dbapi_connection, cursor)
+            )
         except Exception:  # noqa: BLE001 - the original error is what matters
             gone = False
         if gone:

@@ -150,8 +150,7 @@ def mysql_session(millis: int, mariadb: bool) -> list[str]:
     """
     seconds = max(1, math.ceil(millis / 1000))
     timeout = (
-        f"max_statement_time = {millis / 1000:.3f}" if mariadb
-        else f"max_execution_time = {millis}"
+        f"max_statement_time = {millis / 1000:.3f}" if mariadb else f"max_execution_time = {millis}"
     )
     strict = "TRIM(BOTH ',' FROM CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES'))"
     settings = (

@@ -83,8 +83,9 @@ def test_malformed_origin_is_403_before_auth(
     app: Flask, origin: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = A2ATestClient(app)  # no token: the Origin gate answers before the principal
-    response = client.rpc("SendMessage", {"message": client.message("hi", skill="echo")},
-                          headers={"Origin": origin})
+    response = client.rpc(
+        "SendMessage", {"message": client.message("hi", skill="echo")}, headers={"Origin": origin}
+    )
     assert response.status == 403, response.text
     assert response.code == -31403
     assert "Access-Control-Allow-Origin" not in response.headers
@@ -123,52 +124,76 @@ def _cases() -> list[t.Any]:
             ("messageId", {"message": message(messageId=value)}, "message.messageId"),
             ("contextId", {"message": message(contextId=value)}, "message.contextId"),
             ("taskId", {"message": message(taskId=value)}, "message.taskId"),
-            ("referenceTaskIds[0]", {"message": message(referenceTaskIds=[value])},
-             "message.referenceTaskIds[0]"),
+            (
+                "referenceTaskIds[0]",
+                {"message": message(referenceTaskIds=[value])},
+                "message.referenceTaskIds[0]",
+            ),
             ("extensions[0]", {"message": message(extensions=[value])}, "message.extensions[0]"),
-            ("parts[0].text", {"message": message(parts=[{"text": value}])},
-             "message.parts[0].text"),
-            ("parts[0].url", {"message": message(parts=[{"url": value}])},
-             "message.parts[0].url"),
-            ("parts[0].filename", {"message": part(filename=value)},
-             "message.parts[0].filename"),
-            ("parts[0].mediaType", {"message": part(mediaType=value)},
-             "message.parts[0].mediaType"),
-            ("acceptedOutputModes[0]",
-             {"message": message(), "configuration": {"acceptedOutputModes": [value]}},
-             "configuration.acceptedOutputModes[0]"),
+            (
+                "parts[0].text",
+                {"message": message(parts=[{"text": value}])},
+                "message.parts[0].text",
+            ),
+            ("parts[0].url", {"message": message(parts=[{"url": value}])}, "message.parts[0].url"),
+            ("parts[0].filename", {"message": part(filename=value)}, "message.parts[0].filename"),
+            (
+                "parts[0].mediaType",
+                {"message": part(mediaType=value)},
+                "message.parts[0].mediaType",
+            ),
+            (
+                "acceptedOutputModes[0]",
+                {"message": message(), "configuration": {"acceptedOutputModes": [value]}},
+                "configuration.acceptedOutputModes[0]",
+            ),
             ("tenant", {"message": message(), "tenant": value}, "tenant"),
         ]
         if not isinstance(value, list):
             each += [
-                ("referenceTaskIds", {"message": message(referenceTaskIds=value)},
-                 "message.referenceTaskIds"),
+                (
+                    "referenceTaskIds",
+                    {"message": message(referenceTaskIds=value)},
+                    "message.referenceTaskIds",
+                ),
                 ("extensions", {"message": message(extensions=value)}, "message.extensions"),
-                ("acceptedOutputModes",
-                 {"message": message(), "configuration": {"acceptedOutputModes": value}},
-                 "configuration.acceptedOutputModes"),
+                (
+                    "acceptedOutputModes",
+                    {"message": message(), "configuration": {"acceptedOutputModes": value}},
+                    "configuration.acceptedOutputModes",
+                ),
             ]
             each.append(("parts", {"message": message(parts=value)}, "message.parts"))
             each.append(("parts[0]", {"message": message(parts=[value])}, "message.parts[0]"))
         if not isinstance(value, dict):
             each += [
                 ("metadata", {"message": message(metadata=value)}, "message.metadata"),
-                ("parts[0].metadata", {"message": part(metadata=value)},
-                 "message.parts[0].metadata"),
+                (
+                    "parts[0].metadata",
+                    {"message": part(metadata=value)},
+                    "message.parts[0].metadata",
+                ),
                 ("params.metadata", {"message": message(), "metadata": value}, "metadata"),
-                ("configuration", {"message": message(), "configuration": value},
-                 "configuration"),
+                ("configuration", {"message": message(), "configuration": value}, "configuration"),
                 ("message", {"message": value}, "message"),
             ]
         if value is not True:
-            each.append(("returnImmediately",
-                         {"message": message(), "configuration": {"returnImmediately": value}},
-                         "configuration.returnImmediately"))
+            each.append(
+                (
+                    "returnImmediately",
+                    {"message": message(), "configuration": {"returnImmediately": value}},
+                    "configuration.returnImmediately",
+                )
+            )
         if not isinstance(value, int) or isinstance(value, bool):  # 1 is ROLE_USER's number
             each.append(("role", {"message": message(role=value)}, "message.role"))
-            each.append(("historyLength",
-                         {"message": message(), "configuration": {"historyLength": value}},
-                         "configuration.historyLength"))
+            each.append(
+                (
+                    "historyLength",
+                    {"message": message(), "configuration": {"historyLength": value}},
+                    "configuration.historyLength",
+                )
+            )
         cases += [pytest.param(params, field, id=f"{name}={shown}") for name, params, field in each]
     return cases
 
@@ -224,20 +249,18 @@ def test_status_timestamp_out_of_range_in_utc_is_32602(
 @pytest.mark.parametrize(
     "stamp", ["0001-01-01T01:00:00+01:00", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"]
 )
-def test_timestamps_at_the_edges_of_the_range_are_read(
-    client: A2ATestClient, stamp: str
-) -> None:
+def test_timestamps_at_the_edges_of_the_range_are_read(client: A2ATestClient, stamp: str) -> None:
     task = client.send("hi", skill="echo")["task"]
     listed = client.rpc("ListTasks", {"statusTimestampAfter": stamp}).result
     ids = [t["id"] for t in listed["tasks"]]
     assert ids == ([task["id"]] if stamp.startswith("0001") else [])
 
 
-@pytest.mark.parametrize(
-    "stamp", ["0001-01-01T01:00:00+01:00", "9999-12-31T23:59:59.999Z"]
-)
+@pytest.mark.parametrize("stamp", ["0001-01-01T01:00:00+01:00", "9999-12-31T23:59:59.999Z"])
 def test_edge_timestamps_and_page_tokens_on_every_store(
-    make_app: t.Callable[..., Flask], new_store: t.Callable[..., t.Any], stamp: str,
+    make_app: t.Callable[..., Flask],
+    new_store: t.Callable[..., t.Any],
+    stamp: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     client = A2ATestClient(make_app(store=new_store()), token="alice")
@@ -265,8 +288,18 @@ def test_edge_timestamps_and_page_tokens_on_every_store(
         "not a token!",
         "a",
     ],
-    ids=["year-9999-offset", "year-1-offset", "month-13", "list-stamp", "int-stamp", "object",
-         "binary", "deep", "garbage", "one-char"],
+    ids=[
+        "year-9999-offset",
+        "year-1-offset",
+        "month-13",
+        "list-stamp",
+        "int-stamp",
+        "object",
+        "binary",
+        "deep",
+        "garbage",
+        "one-char",
+    ],
 )
 def test_a_page_token_this_server_did_not_issue_is_32602(
     client: A2ATestClient, token: str, caplog: pytest.LogCaptureFixture
@@ -306,7 +339,12 @@ def running_task(client: A2ATestClient, gate: Gate) -> str:
     [("credentials", "authentication.credentials"), ("token", "token")],
 )
 def test_unsendable_push_credentials_are_refused_at_registration(
-    app: Flask, client: A2ATestClient, gate: Gate, value: str, where: str, field: str,
+    app: Flask,
+    client: A2ATestClient,
+    gate: Gate,
+    value: str,
+    where: str,
+    field: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     task_id = running_task(client, gate)
@@ -330,12 +368,17 @@ def test_unsendable_push_credentials_are_refused_at_registration(
     [("credentials", "authentication.credentials"), ("token", "token")],
 )
 def test_unsendable_inline_push_credentials_refuse_the_send(
-    app: Flask, client: A2ATestClient, value: str, where: str, field: str,
+    app: Flask,
+    client: A2ATestClient,
+    value: str,
+    where: str,
+    field: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     if where == "credentials":
         inline: dict[str, t.Any] = {
-            "url": URL, "authentication": {"scheme": "Bearer", "credentials": value}
+            "url": URL,
+            "authentication": {"scheme": "Bearer", "credentials": value},
         }
     else:
         inline = {"url": URL, "token": value}
@@ -375,8 +418,9 @@ def test_sendable_credentials_are_delivered_as_given(
     assert hit.headers["Authorization"] == 'Basic dXNlcjpw\u00e9ss== realm="a b"'
     # Nothing failed to encode (a delivery that loses the race with the webhook's close is
     # another matter: its transport error is logged, and not this test's concern).
-    assert not [r for r in caplog.records if "Encode" in r.getMessage() or "panicked" in
-                r.getMessage()]
+    assert not [
+        r for r in caplog.records if "Encode" in r.getMessage() or "panicked" in r.getMessage()
+    ]
 
 
 # ------------------------------------------- l-fuzz: JSON nested deeper than anything encodes

@@ -95,8 +95,7 @@ def probe(make_app: t.Callable[..., Flask]) -> Probe:
 def send_doc(request_id: t.Any = 1, **message: t.Any) -> dict[str, t.Any]:
     """A SendMessage request that creates a task when dispatched."""
     msg = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}], **message}
-    return {"jsonrpc": "2.0", "id": request_id, "method": "SendMessage",
-            "params": {"message": msg}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "SendMessage", "params": {"message": msg}}
 
 
 def send_body(**message: t.Any) -> bytes:
@@ -148,8 +147,9 @@ class Tracked:
 
 @pytest.mark.parametrize("method", ["GET", "PUT", "PATCH", "DELETE", "OPTIONS"])
 def test_non_post_is_405_with_allow_and_a_jsonrpc_body(probe: Probe, method: str) -> None:
-    response = probe.client.client.open(PATH, method=method, data=send_body(),
-                                        headers=probe.client.headers())
+    response = probe.client.client.open(
+        PATH, method=method, data=send_body(), headers=probe.client.headers()
+    )
     doc = answer(response, 405, -31405)
     assert response.headers["Allow"] == "POST"
     assert doc["id"] is None
@@ -158,8 +158,9 @@ def test_non_post_is_405_with_allow_and_a_jsonrpc_body(probe: Probe, method: str
 
 def test_foreign_origin_is_403_before_the_body_is_read(probe: Probe) -> None:
     body = Tracked(b"{not json" + b" " * (2 * MIB))
-    response = probe.post(b"", headers={"Origin": "https://evil.example"}, input_stream=body,
-                          content_length=body.size)
+    response = probe.post(
+        b"", headers={"Origin": "https://evil.example"}, input_stream=body, content_length=body.size
+    )
     doc = answer(response, 403, -31403)
     assert doc["id"] is None
     assert doc["error"]["data"][0]["reason"] == "FORBIDDEN_ORIGIN"
@@ -171,8 +172,9 @@ def test_foreign_origin_is_403_before_the_body_is_read(probe: Probe) -> None:
     "body", [b"{not json", b"x" * (MIB + 1), send_body()], ids=["invalid", "oversize", "valid"]
 )
 def test_foreign_origin_wins_over_every_later_check(probe: Probe, body: bytes) -> None:
-    response = probe.post(body, headers={"Origin": "http://evil.example"}, content_type=None,
-                          token=None)
+    response = probe.post(
+        body, headers={"Origin": "http://evil.example"}, content_type=None, token=None
+    )
     answer(response, 403, -31403)
     probe.assert_untouched()
 
@@ -314,8 +316,14 @@ def test_json_content_types_pass(probe: Probe, content_type: str) -> None:
 
 @pytest.mark.parametrize(
     "content_type",
-    [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
-     "application/jsonp", "text/json"],
+    [
+        None,
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/jsonp",
+        "text/json",
+    ],
 )
 def test_other_content_types_are_32005_at_http_200(probe: Probe, content_type: str | None) -> None:
     doc = answer(probe.post(send_body(), content_type=content_type), 200, -32005)
@@ -344,8 +352,9 @@ def test_anything_but_one_object_is_32600(probe: Probe, body: bytes) -> None:
 
 
 def _raw_send(message_json: str, *, head: str = '"jsonrpc":"2.0","id":5') -> bytes:
-    return ('{' + head + ',"method":"SendMessage","params":{"message":' + message_json
-            + '}}').encode()
+    return (
+        "{" + head + ',"method":"SendMessage","params":{"message":' + message_json + "}}"
+    ).encode()
 
 
 MESSAGE = '{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hi"}]}'
@@ -356,11 +365,15 @@ MESSAGE = '{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hi"}]}'
     [
         _raw_send(MESSAGE, head='"jsonrpc":"2.0","id":5,"id":6'),
         _raw_send(MESSAGE, head='"jsonrpc":"2.0","jsonrpc":"2.0","id":5'),
-        _raw_send('{"messageId":"m-1","messageId":"m-2","role":"ROLE_USER","parts":[{"text":"a"}]}'),
+        _raw_send(
+            '{"messageId":"m-1","messageId":"m-2","role":"ROLE_USER","parts":[{"text":"a"}]}'
+        ),
         _raw_send('{"messageId":"m","role":"ROLE_USER","parts":[{"text":"a","text":"b"}]}'),
         _raw_send(MESSAGE, head='"jsonrpc":"2.0","id":5,"Method":"GetTask"'),
         _raw_send(MESSAGE, head='"jsonrpc":"2.0","id":5,"ID":7'),
-        _raw_send('{"messageId":"m","role":"ROLE_USER","parts":[{"text":"a"}],"metadata":{"x":NaN}}'),
+        _raw_send(
+            '{"messageId":"m","role":"ROLE_USER","parts":[{"text":"a"}],"metadata":{"x":NaN}}'
+        ),
         _raw_send('{"messageId":"m","role":"ROLE_USER","parts":[{"data":Infinity}]}'),
         _raw_send('{"messageId":"m","role":"ROLE_USER","parts":[{"data":-Infinity}]}'),
         _raw_send('{"messageId":"m","role":"ROLE_USER","parts":[{"data":1e400}]}'),
@@ -374,10 +387,23 @@ MESSAGE = '{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hi"}]}'
         b"",
     ],
     ids=[
-        "top-repeated-id", "top-repeated-jsonrpc", "nested-repeated", "part-repeated",
-        "method-two-cases", "id-two-cases", "nan", "infinity", "minus-infinity", "overflow",
-        "lone-high-surrogate", "lone-low-surrogate", "not-utf8", "encoded-surrogate", "utf16",
-        "deep-nesting", "truncated",
+        "top-repeated-id",
+        "top-repeated-jsonrpc",
+        "nested-repeated",
+        "part-repeated",
+        "method-two-cases",
+        "id-two-cases",
+        "nan",
+        "infinity",
+        "minus-infinity",
+        "overflow",
+        "lone-high-surrogate",
+        "lone-low-surrogate",
+        "not-utf8",
+        "encoded-surrogate",
+        "utf16",
+        "deep-nesting",
+        "truncated",
         "empty",
     ],
 )
@@ -390,8 +416,10 @@ def test_strict_json_refuses_with_32700_and_runs_nothing(probe: Probe, body: byt
 
 
 def test_paired_surrogates_bom_and_case_variants_below_the_top_level_pass(probe: Probe) -> None:
-    body = _raw_send('{"messageId":"m","role":"ROLE_USER","parts":[{"text":"\\ud83d\\ude00"}],'
-                     '"metadata":{"k":1,"K":2}}')
+    body = _raw_send(
+        '{"messageId":"m","role":"ROLE_USER","parts":[{"text":"\\ud83d\\ude00"}],'
+        '"metadata":{"k":1,"K":2}}'
+    )
     task = json.loads(probe.post("\ufeff".encode() + body).get_data(as_text=True))["result"]["task"]
     assert task["history"][0]["parts"][0]["text"] == "\U0001f600"
     assert task["history"][0]["metadata"] == {"k": 1, "K": 2}
@@ -513,9 +541,20 @@ def test_every_v1_method_is_known(probe: Probe, method: str) -> None:
 
 @pytest.mark.parametrize(
     "method",
-    ["message/send", "message/stream", "tasks/get", "tasks/cancel", "tasks/resubscribe",
-     "tasks/pushNotificationConfig/set", "agent/getAuthenticatedExtendedCard",
-     "sendMessage", "SENDMESSAGE", "SendMessage ", "Nope", "rpc.discover"],
+    [
+        "message/send",
+        "message/stream",
+        "tasks/get",
+        "tasks/cancel",
+        "tasks/resubscribe",
+        "tasks/pushNotificationConfig/set",
+        "agent/getAuthenticatedExtendedCard",
+        "sendMessage",
+        "SENDMESSAGE",
+        "SendMessage ",
+        "Nope",
+        "rpc.discover",
+    ],
 )
 def test_slash_names_and_unknown_methods_are_32601(probe: Probe, method: str) -> None:
     doc = send_doc(request_id=11)
@@ -549,24 +588,58 @@ def test_snake_case_and_unknown_fields_are_accepted(probe: Probe) -> None:
 @pytest.mark.parametrize(
     ("params", "field"),
     [
-        ({"message": {"messageId": 5, "role": "ROLE_USER", "parts": [{"text": "a"}]}},
-         "message.messageId"),
-        ({"message": {"messageId": "m", "role": "user", "parts": [{"text": "a"}]}},
-         "message.role"),
-        ({"message": {"messageId": "m", "role": "ROLE_USER", "parts": {"text": "a"}}},
-         "message.parts"),
-        ({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": 1}]}},
-         "message.parts[0].text"),
-        ({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}],
-                      "metadata": [1]}}, "message.metadata"),
-        ({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
-          "configuration": {"historyLength": "many"}}, "configuration.historyLength"),
-        ({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
-          "configuration": {"historyLength": 1.5}}, "configuration.historyLength"),
-        ({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
-          "configuration": {"returnImmediately": "yes"}}, "configuration.returnImmediately"),
-        ({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
-          "configuration": {"returnImmediately": 1}}, "configuration.returnImmediately"),
+        (
+            {"message": {"messageId": 5, "role": "ROLE_USER", "parts": [{"text": "a"}]}},
+            "message.messageId",
+        ),
+        ({"message": {"messageId": "m", "role": "user", "parts": [{"text": "a"}]}}, "message.role"),
+        (
+            {"message": {"messageId": "m", "role": "ROLE_USER", "parts": {"text": "a"}}},
+            "message.parts",
+        ),
+        (
+            {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": 1}]}},
+            "message.parts[0].text",
+        ),
+        (
+            {
+                "message": {
+                    "messageId": "m",
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "a"}],
+                    "metadata": [1],
+                }
+            },
+            "message.metadata",
+        ),
+        (
+            {
+                "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
+                "configuration": {"historyLength": "many"},
+            },
+            "configuration.historyLength",
+        ),
+        (
+            {
+                "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
+                "configuration": {"historyLength": 1.5},
+            },
+            "configuration.historyLength",
+        ),
+        (
+            {
+                "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
+                "configuration": {"returnImmediately": "yes"},
+            },
+            "configuration.returnImmediately",
+        ),
+        (
+            {
+                "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
+                "configuration": {"returnImmediately": 1},
+            },
+            "configuration.returnImmediately",
+        ),
         ({}, "message"),
     ],
 )
@@ -590,8 +663,11 @@ def test_bad_params_are_32602_with_field_violations(
 
 
 def _a2a_error_classes() -> list[type[errs.A2AError]]:
-    return [c for c in vars(errs).values() if isinstance(c, type)
-            and issubclass(c, errs.A2AError) and -32009 <= c.code <= -32001]
+    return [
+        c
+        for c in vars(errs).values()
+        if isinstance(c, type) and issubclass(c, errs.A2AError) and -32009 <= c.code <= -32001
+    ]
 
 
 def test_every_a2a_error_carries_error_info_first() -> None:
@@ -601,8 +677,12 @@ def test_every_a2a_error_carries_error_info_first() -> None:
         data = cls(metadata={"taskId": "t-1", "count": 3}).to_dict()["data"]  # type: ignore[dict-item]  # an int is stringified
         info = data[0]
         expected = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__.removesuffix("Error")).upper()
-        assert info == {"@type": ERROR_INFO, "reason": expected, "domain": "a2a-protocol.org",
-                        "metadata": {"taskId": "t-1", "count": "3"}}
+        assert info == {
+            "@type": ERROR_INFO,
+            "reason": expected,
+            "domain": "a2a-protocol.org",
+            "metadata": {"taskId": "t-1", "count": "3"},
+        }
         assert cls().to_dict()["data"][0]["metadata"] == {}
 
 
@@ -613,13 +693,20 @@ def test_parse_and_method_errors_carry_no_data() -> None:
 
 def test_default_messages_follow_the_spec_wording() -> None:
     expected = {
-        -32700: "Invalid JSON payload", -32600: "Request payload validation error",
-        -32601: "Method not found", -32602: "Invalid parameters", -32603: "Internal error",
-        -32001: "Task not found", -32002: "Task cannot be canceled",
+        -32700: "Invalid JSON payload",
+        -32600: "Request payload validation error",
+        -32601: "Method not found",
+        -32602: "Invalid parameters",
+        -32603: "Internal error",
+        -32001: "Task not found",
+        -32002: "Task cannot be canceled",
         -32003: "Push notifications are not supported",
-        -32004: "This operation is not supported", -32005: "Incompatible content types",
-        -32006: "Invalid agent response", -32007: "Extended agent card is not configured",
-        -32008: "Extension support is required", -32009: "Protocol version is not supported",
+        -32004: "This operation is not supported",
+        -32005: "Incompatible content types",
+        -32006: "Invalid agent response",
+        -32007: "Extended agent card is not configured",
+        -32008: "Extension support is required",
+        -32009: "Protocol version is not supported",
     }
     for code, message in expected.items():
         assert error_class_for_code(code)().message == message
@@ -644,16 +731,24 @@ def test_a2a_errors_over_the_wire(make_app: t.Callable[..., Flask]) -> None:
     probe = Probe(make_app)
     first = answer(probe.client.rpc("GetTask", {"id": "t-missing"}).response, 200, -32001)
     assert first["error"]["message"] == "Task not found"
-    assert first["error"]["data"] == [{
-        "@type": ERROR_INFO, "reason": "TASK_NOT_FOUND", "domain": "a2a-protocol.org",
-        "metadata": {"taskId": "t-missing"},
-    }]
+    assert first["error"]["data"] == [
+        {
+            "@type": ERROR_INFO,
+            "reason": "TASK_NOT_FOUND",
+            "domain": "a2a-protocol.org",
+            "metadata": {"taskId": "t-missing"},
+        }
+    ]
     task = probe.client.send("hi")["task"]
     cases = [
         ("CancelTask", {"id": task["id"]}, -32002, "TASK_NOT_CANCELABLE"),
         ("SubscribeToTask", {"id": task["id"]}, -32004, "UNSUPPORTED_OPERATION"),
-        ("SendMessage", {"message": A2ATestClient.message("again", task_id=task["id"])},
-         -32004, "UNSUPPORTED_OPERATION"),
+        (
+            "SendMessage",
+            {"message": A2ATestClient.message("again", task_id=task["id"])},
+            -32004,
+            "UNSUPPORTED_OPERATION",
+        ),
         ("GetExtendedAgentCard", {}, -32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED"),
     ]
     for method, params, code, reason in cases:
@@ -664,7 +759,10 @@ def test_a2a_errors_over_the_wire(make_app: t.Callable[..., Flask]) -> None:
             doc = answer(probe.client.rpc(method, params).response, 200, code)
         info = doc["error"]["data"][0]
         assert (info["@type"], info["reason"], info["domain"]) == (
-            ERROR_INFO, reason, "a2a-protocol.org")
+            ERROR_INFO,
+            reason,
+            "a2a-protocol.org",
+        )
         assert all(isinstance(v, str) for v in info["metadata"].values())
     assert len(probe.stored) == 1
     assert probe.stored[0]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"

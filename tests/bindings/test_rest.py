@@ -43,7 +43,9 @@ def status_error(response: t.Any, status: int, grpc: str, reason: str) -> dict[s
     assert (error["code"], error["status"]) == (status, grpc)
     info = error["details"][0]
     assert (info["@type"], info["reason"], info["domain"]) == (
-        ERROR_INFO, reason, "a2a-protocol.org"
+        ERROR_INFO,
+        reason,
+        "a2a-protocol.org",
     )
     return t.cast(dict[str, t.Any], error)
 
@@ -69,8 +71,9 @@ def test_every_route_answers_its_bare_proto_json(http: t.Any) -> None:
     without = http.get("/a2a/rest/tasks?includeArtifacts=false", headers=AUTH).get_json()
     assert "artifacts" not in without["tasks"][0]
     configs = f"/a2a/rest/tasks/{task['id']}/pushNotificationConfigs"
-    created = http.post(configs, headers=JSON,
-                        data=json.dumps({"id": "c1", "url": "https://example.com/hook"}))
+    created = http.post(
+        configs, headers=JSON, data=json.dumps({"id": "c1", "url": "https://example.com/hook"})
+    )
     assert created.status_code == 200
     assert created.get_json() == {"taskId": task["id"], "id": "c1",
                                   "url": "https://example.com/hook"}  # fmt: skip
@@ -95,7 +98,7 @@ def test_cancel_and_subscribe_take_an_empty_body_and_subscribe_both_verbs(
                            buffered=False)  # fmt: skip
         assert stream.status_code == 200 and stream.mimetype == "text/event-stream"
         first = t.cast(bytes, next(iter(stream.response)))
-        assert json.loads(first.decode()[len("data: "):])["task"]["id"] == task_id
+        assert json.loads(first.decode()[len("data: ") :])["task"]["id"] == task_id
         stream.close()
     canceled = http.post(f"/a2a/rest/tasks/{task_id}:cancel", headers=AUTH)  # no body at all
     assert canceled.status_code == 200
@@ -125,8 +128,9 @@ def test_the_tenant_prefix_is_the_params_tenant(make_app: t.Callable[..., Flask]
     listed = http.get("/a2a/rest/t2/tasks", headers=t2).get_json()["tasks"]
     assert [t["id"] for t in listed] == [away["id"]]
     # The same routing label on the same caller's other tenant: still only its own tasks.
-    assert [t["id"] for t in http.get("/a2a/rest/t2/tasks", headers=AUTH).get_json()["tasks"]] \
-        == [home["id"]]
+    assert [t["id"] for t in http.get("/a2a/rest/t2/tasks", headers=AUTH).get_json()["tasks"]] == [
+        home["id"]
+    ]
 
 
 # ------------------------------------------------------------------------------- errors
@@ -182,8 +186,16 @@ def test_unknown_routes_and_verbs(http: t.Any) -> None:
 def test_the_shared_checks_in_their_order(make_app: t.Callable[..., Flask]) -> None:
     app = make_app(config={"A2A_MAX_BODY_BYTES": 2000})
     http = app.test_client()
-    status_error(http.post("/a2a/rest/message:send", data=send_body(), headers={
-        **JSON, "Origin": "http://evil.example"}), 403, "PERMISSION_DENIED", "FORBIDDEN_ORIGIN")
+    status_error(
+        http.post(
+            "/a2a/rest/message:send",
+            data=send_body(),
+            headers={**JSON, "Origin": "http://evil.example"},
+        ),
+        403,
+        "PERMISSION_DENIED",
+        "FORBIDDEN_ORIGIN",
+    )
     status_error(http.post("/a2a/rest/message:send", data="x" * 2001, headers=JSON), 413,
                  "INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE")  # fmt: skip
     status_error(http.post("/a2a/rest/message:send", data=send_body(), headers={
@@ -195,14 +207,18 @@ def test_the_shared_checks_in_their_order(make_app: t.Callable[..., Flask]) -> N
                  400, "INVALID_ARGUMENT", "PARSE_ERROR")  # fmt: skip
     status_error(http.post("/a2a/rest/message:send", data="[1]", headers=JSON),
                  400, "INVALID_ARGUMENT", "INVALID_PARAMS")  # fmt: skip
-    nobody = http.post("/a2a/rest/message:send", data=send_body(),
-                       headers={"Content-Type": "application/json"})
+    nobody = http.post(
+        "/a2a/rest/message:send", data=send_body(), headers={"Content-Type": "application/json"}
+    )
     status_error(nobody, 401, "UNAUTHENTICATED", "UNAUTHENTICATED")
     assert nobody.headers["WWW-Authenticate"] == "Bearer"
     old = http.get("/a2a/rest/tasks", headers={**AUTH, "A2A-Version": "0.3"})
     status_error(old, 400, "FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED")
-    a2a_json = http.post("/a2a/rest/message:send", data=send_body(),
-                         headers={**AUTH, "Content-Type": "application/a2a+json"})
+    a2a_json = http.post(
+        "/a2a/rest/message:send",
+        data=send_body(),
+        headers={**AUTH, "Content-Type": "application/a2a+json"},
+    )
     assert a2a_json.status_code == 200
     # Nothing refused above was written.
     assert http.get("/a2a/rest/tasks", headers=AUTH).get_json()["totalSize"] == 1
@@ -258,14 +274,16 @@ def test_the_card_lists_both_interfaces_json_rpc_first(app: Flask) -> None:
 
 
 def test_the_rest_path_follows_a2a_path_and_may_be_moved_or_preferred(
-    make_app: t.Callable[..., Flask]
+    make_app: t.Callable[..., Flask],
 ) -> None:
     app = make_app(config={"A2A_PATH": "/agents/rpc"})
     assert card_of(app)["supportedInterfaces"][1]["url"] == "http://localhost/agents/rpc/rest"
     app = make_app(config={"A2A_REST_PATH": "/api/a2a", "A2A_PREFERRED_BINDING": "HTTP+JSON"})
     interfaces = card_of(app)["supportedInterfaces"]
     assert [(i["protocolBinding"], i["url"]) for i in interfaces] == [
-        ("HTTP+JSON", "http://localhost/api/a2a"), ("JSONRPC", "http://localhost/a2a")]
+        ("HTTP+JSON", "http://localhost/api/a2a"),
+        ("JSONRPC", "http://localhost/a2a"),
+    ]
     assert app.test_client().get("/api/a2a/tasks", headers=AUTH).status_code == 200
     assert app.test_client().get("/a2a/rest/tasks", headers=AUTH).status_code == 404
 
@@ -287,16 +305,22 @@ def test_bad_rest_settings_fail_at_startup(config: dict[str, t.Any], problem: st
     app = Flask("bad_rest")
     app.config.update(config)
     with pytest.raises(ValueError, match=problem):
-        A2A(app, principal=lambda: Principal("alice"),
-            skills=[Skill(id="echo", name="E", description="E.", handler=echo)])
+        A2A(
+            app,
+            principal=lambda: Principal("alice"),
+            skills=[Skill(id="echo", name="E", description="E.", handler=echo)],
+        )
 
 
 def test_a_host_route_under_the_rest_path_fails_at_startup() -> None:
     app = Flask("taken")
     app.add_url_rule("/a2a/rest/status", "status", lambda: "ok")
     with pytest.raises(RuntimeError, match="A2A_REST_PATH"):
-        A2A(app, principal=lambda: Principal("alice"),
-            skills=[Skill(id="echo", name="E", description="E.", handler=echo)])
+        A2A(
+            app,
+            principal=lambda: Principal("alice"),
+            skills=[Skill(id="echo", name="E", description="E.", handler=echo)],
+        )
 
 
 def test_the_agent_role_serves_the_rest_binding(make_app: t.Callable[..., Flask]) -> None:
@@ -312,10 +336,16 @@ def test_the_agent_role_serves_the_rest_binding(make_app: t.Callable[..., Flask]
 
 def test_a_rest_stream_over_a_socket(make_app: t.Callable[..., Flask]) -> None:
     app = make_app()
-    with werkzeug_server(app) as base, requests.post(
-        base + "/a2a/rest/message:stream", data=send_body("over the wire"), headers=JSON,
-        stream=True, timeout=30,
-    ) as response:
+    with (
+        werkzeug_server(app) as base,
+        requests.post(
+            base + "/a2a/rest/message:stream",
+            data=send_body("over the wire"),
+            headers=JSON,
+            stream=True,
+            timeout=30,
+        ) as response,
+    ):
         assert response.status_code == 200
         assert response.headers["Content-Type"].startswith("text/event-stream")
         text = io.StringIO()

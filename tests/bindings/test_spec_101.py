@@ -211,9 +211,7 @@ def test_every_answer_under_the_rest_prefix_is_a_status_body(
     assert response.status_code == status
     assert response.mimetype == "application/a2a+json"
     error = response.get_json()["error"]
-    assert (error["code"], error["status"], error["details"][0]["reason"]) == (
-        status, grpc, reason
-    )
+    assert (error["code"], error["status"], error["details"][0]["reason"]) == (status, grpc, reason)
     if status == 405:
         assert response.headers["Allow"] == "GET"
     # Paths outside the prefix keep the host's own (HTML) answers.
@@ -244,5 +242,3 @@ def test_the_corners_over_a_live_gevent_server() -> None:
             streamed = http.post(url + "/a2a", json=subscribe, timeout=30)
             assert streamed.headers["Content-Type"].startswith("text/event-stream")
             assert json.loads(streamed.text.removeprefix("data: "))["error"]["code"] == -32001
-
-

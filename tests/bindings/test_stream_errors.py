@@ -53,7 +53,7 @@ def one_error_event(response: t.Any) -> dict[str, t.Any]:
     assert response.headers["Cache-Control"] == "no-store"
     text = response.get_data(as_text=True)
     assert text.startswith("data: ") and text.endswith("\n\n") and text.count("\n\n") == 1, text
-    doc = t.cast(dict[str, t.Any], json.loads(text[len("data: "):]))
+    doc = t.cast(dict[str, t.Any], json.loads(text[len("data: ") :]))
     assert set(doc) == {"jsonrpc", "id", "error"} and doc["jsonrpc"] == "2.0"
     return doc
 
@@ -133,19 +133,36 @@ def test_subscribe_refusals_are_one_error_event_equal_to_the_json_answer(
         assert streamed == plain, (params, token)
         assert streamed["id"] == "e-1"
     assert one_error_event(post(eclient, "SubscribeToTask", {"id": "nope"}))["error"] == {
-        "code": -32001, "message": "Task not found",
-        "data": [{"@type": ERROR_INFO, "reason": "TASK_NOT_FOUND", "domain": "a2a-protocol.org",
-                  "metadata": {"taskId": "nope"}}],
+        "code": -32001,
+        "message": "Task not found",
+        "data": [
+            {
+                "@type": ERROR_INFO,
+                "reason": "TASK_NOT_FOUND",
+                "domain": "a2a-protocol.org",
+                "metadata": {"taskId": "nope"},
+            }
+        ],
     }
     # A terminal task: a plain application/json -32004, no stream (issue 24 part 3; the
     # SDK's and the conformance suite's STREAM-SUB-003 reading).
     terminal = json_error(post(eclient, "SubscribeToTask", {"id": done["id"]}, request_id=7))
-    assert terminal == {"jsonrpc": "2.0", "id": 7, "error": {
-        "code": -32004,
-        "message": "task is TASK_STATE_COMPLETED; there is nothing to subscribe to",
-        "data": [{"@type": ERROR_INFO, "reason": "UNSUPPORTED_OPERATION",
-                  "domain": "a2a-protocol.org", "metadata": {"taskId": done["id"]}}],
-    }}
+    assert terminal == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {
+            "code": -32004,
+            "message": "task is TASK_STATE_COMPLETED; there is nothing to subscribe to",
+            "data": [
+                {
+                    "@type": ERROR_INFO,
+                    "reason": "UNSUPPORTED_OPERATION",
+                    "domain": "a2a-protocol.org",
+                    "metadata": {"taskId": done["id"]},
+                }
+            ],
+        },
+    }
     exchange = eapp.extensions["a2a"].exchange
     assert exchange.seats.count("alice") == 0 and exchange.bus.subscriber_count(paused["id"]) == 0
     assert eclient.rpc("GetTask", {"id": paused["id"]}).result["status"]["state"] == (
@@ -166,13 +183,22 @@ def test_send_streaming_refusals_equal_send_message_refusals(
         ({"message": message("x", task_id=paused["id"])}, "bob"),
         ({"message": message("x", task_id=done["id"])}, "alice"),
         ({"message": message("x", task_id=paused["id"], context_id="other")}, "alice"),
-        ({"message": message("x", skill="echo"),
-          "configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1/hook"}}},
-         "alice"),
-        ({"message": message("x", skill="echo"),
-          "configuration": {"taskPushNotificationConfig": {"url": "https://example.com/h",
-                                                           "taskId": "t"}}},
-         "alice"),
+        (
+            {
+                "message": message("x", skill="echo"),
+                "configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1/hook"}},
+            },
+            "alice",
+        ),
+        (
+            {
+                "message": message("x", skill="echo"),
+                "configuration": {
+                    "taskPushNotificationConfig": {"url": "https://example.com/h", "taskId": "t"}
+                },
+            },
+            "alice",
+        ),
     ]
     before = stored_count(eclient)
     for params, token in cases:
@@ -226,10 +252,12 @@ def test_http_level_and_envelope_refusals_stay_plain_json(
     client = A2ATestClient(app, token="alice")
     task = client.send(skill="gate", configuration={"returnImmediately": True})["task"]
     assert gate.entered.wait(5)
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask",
-                       "params": {"id": task["id"]}})
-    holder = client.client.post(client.path, data=body, headers=client.headers(),
-                                buffered=False)  # holds alice's one seat
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task["id"]}}
+    )
+    holder = client.client.post(
+        client.path, data=body, headers=client.headers(), buffered=False
+    )  # holds alice's one seat
     assert next(iter(holder.response))
     for method, params in [
         ("SubscribeToTask", {"id": task["id"]}),
@@ -237,8 +265,9 @@ def test_http_level_and_envelope_refusals_stay_plain_json(
     ]:
         seat = json_error(post(client, method, params), 429)  # the seat refusal
         assert seat["error"]["code"] == -31429
-        assert json_error(post(client, method, params, token="nobody"), 401)["error"][
-            "code"] == -31401
+        assert (
+            json_error(post(client, method, params, token="nobody"), 401)["error"]["code"] == -31401
+        )
         version = post(client, method, params, headers={"A2A-Version": "0.3"})
         assert json_error(version)["error"]["code"] == -32009
         big = post(client, method, {"pad": "x" * 4096, **params})
@@ -247,8 +276,12 @@ def test_http_level_and_envelope_refusals_stay_plain_json(
         assert json_error(foreign, 403)["error"]["code"] == -31403
         plain = post(client, method, params, headers={"Content-Type": "text/plain"})
         assert json_error(plain)["error"]["code"] == -32005
-    assert json_error(client.post(b'{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask"'))[
-        "error"]["code"] == -32700
+    assert (
+        json_error(client.post(b'{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask"'))["error"][
+            "code"
+        ]
+        == -32700
+    )
     no_version = json.dumps({"id": 1, "method": "SubscribeToTask", "params": {"id": "x"}})
     assert json_error(client.post(no_version))["error"]["code"] == -32600
     assert json_error(post(client, "SubscribeToTasks", {"id": "x"}))["error"]["code"] == -32601
@@ -260,20 +293,25 @@ def test_http_level_and_envelope_refusals_stay_plain_json(
 
 
 def test_an_sse_only_reader_reads_task_not_found_over_a_socket(
-    make_app: t.Callable[..., Flask]
+    make_app: t.Callable[..., Flask],
 ) -> None:
     """What a browser's EventSource (or any SSE-only client) does: read events, never JSON."""
     app = make_app()
     with werkzeug_server(app) as base:
-        body = {"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask",
-                "params": {"id": "no-such-task"}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "SubscribeToTask",
+            "params": {"id": "no-such-task"},
+        }
         headers = {"Authorization": "Bearer alice", "Accept": "text/event-stream"}
-        with requests.post(base + "/a2a", json=body, headers=headers, stream=True,
-                           timeout=10) as response:
+        with requests.post(
+            base + "/a2a", json=body, headers=headers, stream=True, timeout=10
+        ) as response:
             assert response.status_code == 200
             assert response.headers["Content-Type"].startswith("text/event-stream")
             lines = [line for line in response.iter_lines(decode_unicode=True)]
-    data = [line[len("data: "):] for line in lines if line.startswith("data: ")]
+    data = [line[len("data: ") :] for line in lines if line.startswith("data: ")]
     assert len(data) == 1 and [line for line in lines if line] == ["data: " + data[0]]
     event = json.loads(data[0])
     assert event["id"] == 3 and event["error"]["code"] == -32001

@@ -61,14 +61,23 @@ class Caller:
         self.token = token
 
     def post(
-        self, method: str, params: t.Any, *, token: str | None = None,
+        self,
+        method: str,
+        params: t.Any,
+        *,
+        token: str | None = None,
         headers: t.Mapping[str, str] | None = None,
     ) -> t.Any:
         body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
-        return self.http.post("/a2a", data=json.dumps(body), headers={
-            "Content-Type": "application/json",
-            "Authorization": f"Bearer {token or self.token}", **(headers or {}),
-        })
+        return self.http.post(
+            "/a2a",
+            data=json.dumps(body),
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {token or self.token}",
+                **(headers or {}),
+            },
+        )
 
     def call(self, method: str, params: t.Any, **kw: t.Any) -> dict[str, t.Any]:
         response = self.post(method, params, **kw)
@@ -101,8 +110,12 @@ def caller(app: Flask) -> Caller:
 
 def message(text: str = "hi", skill: str = "echo", **extra: t.Any) -> dict[str, t.Any]:
     return {
-        "kind": "message", "role": "user", "messageId": f"m-{text}-{skill}",
-        "parts": [{"kind": "text", "text": text}], "metadata": {"skill": skill}, **extra,
+        "kind": "message",
+        "role": "user",
+        "messageId": f"m-{text}-{skill}",
+        "parts": [{"kind": "text", "text": text}],
+        "metadata": {"skill": skill},
+        **extra,
     }
 
 
@@ -185,10 +198,14 @@ def test_send_answers_a_v03_task_that_v1_sees_the_same(caller: Caller) -> None:
     v1 = caller.result("GetTask", {"id": task["id"]})
     assert v1["history"][0]["role"] == "ROLE_USER"
     assert v1["history"][0]["parts"][1] == {
-        "raw": "aGk=", "mediaType": "text/plain", "filename": "a.txt",
+        "raw": "aGk=",
+        "mediaType": "text/plain",
+        "filename": "a.txt",
     }
-    assert v1["history"][0]["parts"][2] == {"url": "https://example.com/x.png",
-                                            "mediaType": "image/png"}
+    assert v1["history"][0]["parts"][2] == {
+        "url": "https://example.com/x.png",
+        "mediaType": "image/png",
+    }
     assert v1["history"][0]["parts"][3] == {"data": {"n": 1}, "metadata": {"m": True}}
     assert [t["id"] for t in caller.result("ListTasks", {})["tasks"]] == [task["id"]]
 
@@ -196,10 +213,14 @@ def test_send_answers_a_v03_task_that_v1_sees_the_same(caller: Caller) -> None:
 def test_agent_parts_in_v03_shape(caller: Caller) -> None:
     task = send(caller, message("x", "files"))
     assert task["artifacts"][0]["parts"] == [
-        {"kind": "file", "file": {"bytes": "AAE=", "mimeType": "application/octet-stream",
-                                  "name": "b.bin"}},
-        {"kind": "file", "file": {"uri": "https://example.com/f.pdf",
-                                  "mimeType": "application/pdf"}},
+        {
+            "kind": "file",
+            "file": {"bytes": "AAE=", "mimeType": "application/octet-stream", "name": "b.bin"},
+        },
+        {
+            "kind": "file",
+            "file": {"uri": "https://example.com/f.pdf", "mimeType": "application/pdf"},
+        },
         {"kind": "data", "data": {"value": [1, 2]}},  # v0.3 data parts hold an object
         {"kind": "data", "data": {"k": "v"}},
     ]
@@ -221,20 +242,38 @@ def test_non_blocking_send_and_history_length(caller: Caller, gate: Gate) -> Non
     assert len(got["history"]) == 1
 
 
-@pytest.mark.parametrize("bad,field", [
-    ({"kind": "message", "role": "bot", "messageId": "m", "parts": []}, "message.role"),
-    ({"role": "user", "parts": []}, "message.messageId"),
-    ({"role": "user", "messageId": "m", "parts": [{"text": "no kind"}]}, "message.parts[0].kind"),
-    ({"role": "user", "messageId": "m",
-      "parts": [{"kind": "file", "file": {"bytes": "aGk=", "uri": "https://e.com"}}]},
-     "message.parts[0].file"),
-    ({"role": "user", "messageId": "m", "parts": [{"kind": "data", "data": [1]}]},
-     "message.parts[0].data"),
-    ({"role": "user", "messageId": "m",
-      "parts": [{"kind": "file", "file": {"bytes": "not base64!"}}]},
-     "message.parts[0].file.bytes"),
-    ("not an object", "message"),
-])
+@pytest.mark.parametrize(
+    "bad,field",
+    [
+        ({"kind": "message", "role": "bot", "messageId": "m", "parts": []}, "message.role"),
+        ({"role": "user", "parts": []}, "message.messageId"),
+        (
+            {"role": "user", "messageId": "m", "parts": [{"text": "no kind"}]},
+            "message.parts[0].kind",
+        ),
+        (
+            {
+                "role": "user",
+                "messageId": "m",
+                "parts": [{"kind": "file", "file": {"bytes": "aGk=", "uri": "https://e.com"}}],
+            },
+            "message.parts[0].file",
+        ),
+        (
+            {"role": "user", "messageId": "m", "parts": [{"kind": "data", "data": [1]}]},
+            "message.parts[0].data",
+        ),
+        (
+            {
+                "role": "user",
+                "messageId": "m",
+                "parts": [{"kind": "file", "file": {"bytes": "not base64!"}}],
+            },
+            "message.parts[0].file.bytes",
+        ),
+        ("not an object", "message"),
+    ],
+)
 def test_bad_v03_message_is_32602_and_writes_nothing(
     caller: Caller, bad: t.Any, field: str
 ) -> None:
@@ -248,10 +287,15 @@ def test_bad_v03_message_is_32602_and_writes_nothing(
 def test_bad_configuration_is_32602(caller: Caller) -> None:
     params = {"message": message(), "configuration": {"blocking": "yes"}}
     assert caller.code("message/send", params) == -32602
-    params = {"message": message(), "configuration": {
-        "pushNotificationConfig": {"url": "https://e.com/h",
-                                   "authentication": {"schemes": [], "credentials": "c"}},
-    }}
+    params = {
+        "message": message(),
+        "configuration": {
+            "pushNotificationConfig": {
+                "url": "https://e.com/h",
+                "authentication": {"schemes": [], "credentials": "c"},
+            },
+        },
+    }
     assert caller.code("message/send", params) == -32602
     assert task_count(caller) == 0
 
@@ -271,8 +315,9 @@ def test_get_and_cancel_errors_and_owner_isolation(caller: Caller, gate: Gate) -
             assert event["error"]["code"] == -32001
         else:
             assert caller.code(method, {"id": task["id"]}, token="bob") == -32001
-    assert caller.code("tasks/pushNotificationConfig/list", {"id": task["id"]},
-                       token="bob") == -32001
+    assert (
+        caller.code("tasks/pushNotificationConfig/list", {"id": task["id"]}, token="bob") == -32001
+    )
     assert caller.code("GetTask", {"id": task["id"]}, token="bob") == -32001
     canceled = caller.result("tasks/cancel", {"id": task["id"]})
     assert canceled["kind"] == "task" and canceled["status"]["state"] == "canceled"
@@ -338,27 +383,45 @@ def test_stream_refusal_is_one_error_event(caller: Caller) -> None:
 
 def test_push_config_set_get_list_delete(caller: Caller, webhook: Webhook) -> None:
     task = send(caller)
-    config = {"url": webhook.url(), "token": "tok",
-              "authentication": {"schemes": ["Bearer"], "credentials": "c"}}
-    made = caller.result("tasks/pushNotificationConfig/set",
-                         {"taskId": task["id"], "pushNotificationConfig": config})
+    config = {
+        "url": webhook.url(),
+        "token": "tok",
+        "authentication": {"schemes": ["Bearer"], "credentials": "c"},
+    }
+    made = caller.result(
+        "tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": config}
+    )
     # v0.3 servers name a config given without an id after its task.
     assert made == {"taskId": task["id"], "pushNotificationConfig": {**config, "id": task["id"]}}
-    second = caller.result("tasks/pushNotificationConfig/set", {
-        "taskId": task["id"], "pushNotificationConfig": {"id": "c2", "url": webhook.url()},
-    })
+    second = caller.result(
+        "tasks/pushNotificationConfig/set",
+        {
+            "taskId": task["id"],
+            "pushNotificationConfig": {"id": "c2", "url": webhook.url()},
+        },
+    )
     assert second["pushNotificationConfig"]["id"] == "c2"
     listed = caller.result("tasks/pushNotificationConfig/list", {"id": task["id"]})
     assert [c["pushNotificationConfig"]["id"] for c in listed] == [task["id"], "c2"]
-    got = caller.result("tasks/pushNotificationConfig/get",
-                        {"id": task["id"], "pushNotificationConfigId": "c2"})
+    got = caller.result(
+        "tasks/pushNotificationConfig/get", {"id": task["id"], "pushNotificationConfigId": "c2"}
+    )
     assert got["pushNotificationConfig"]["url"] == webhook.url()
     first = caller.result("tasks/pushNotificationConfig/get", {"id": task["id"]})
     assert first["pushNotificationConfig"]["id"] == task["id"]
-    assert caller.result("tasks/pushNotificationConfig/delete",
-                         {"id": task["id"], "pushNotificationConfigId": "c2"}) is None
-    assert caller.code("tasks/pushNotificationConfig/get",
-                       {"id": task["id"], "pushNotificationConfigId": "c2"}) == -32001
+    assert (
+        caller.result(
+            "tasks/pushNotificationConfig/delete",
+            {"id": task["id"], "pushNotificationConfigId": "c2"},
+        )
+        is None
+    )
+    assert (
+        caller.code(
+            "tasks/pushNotificationConfig/get", {"id": task["id"], "pushNotificationConfigId": "c2"}
+        )
+        == -32001
+    )
     # v1.0 sees the same configs (in its own shape).
     v1 = caller.result("ListTaskPushNotificationConfigs", {"taskId": task["id"]})
     assert [c["id"] for c in v1["configs"]] == [task["id"]]
@@ -366,12 +429,27 @@ def test_push_config_set_get_list_delete(caller: Caller, webhook: Webhook) -> No
 
 def test_push_config_errors(caller: Caller, make_app: t.Callable[..., Flask]) -> None:
     task = send(caller)
-    assert caller.code("tasks/pushNotificationConfig/set", {
-        "taskId": task["id"], "pushNotificationConfig": {"url": "https://e.com/h"},
-    }, token="bob") == -32001
-    assert caller.code("tasks/pushNotificationConfig/set", {
-        "taskId": task["id"], "pushNotificationConfig": {"url": "ftp://e.com/h"},
-    }) == -32602
+    assert (
+        caller.code(
+            "tasks/pushNotificationConfig/set",
+            {
+                "taskId": task["id"],
+                "pushNotificationConfig": {"url": "https://e.com/h"},
+            },
+            token="bob",
+        )
+        == -32001
+    )
+    assert (
+        caller.code(
+            "tasks/pushNotificationConfig/set",
+            {
+                "taskId": task["id"],
+                "pushNotificationConfig": {"url": "ftp://e.com/h"},
+            },
+        )
+        == -32602
+    )
     assert caller.code("tasks/pushNotificationConfig/set", {"taskId": task["id"]}) == -32602
     off = Caller(make_app(config={**V03, "A2A_DISABLE_PUSH_NOTIFICATIONS": True}))
     made = off.result("message/send", {"message": message()})
@@ -383,12 +461,17 @@ def test_webhooks_take_the_shape_of_the_version_that_registered(
 ) -> None:
     task = send(caller, message("p", "gate"), blocking=False)
     assert gate.entered.wait(10)
-    caller.result("tasks/pushNotificationConfig/set", {
-        "taskId": task["id"],
-        "pushNotificationConfig": {"id": "old", "url": webhook.url("/v03"), "token": "t3"},
-    })
-    caller.result("CreateTaskPushNotificationConfig",
-                  {"taskId": task["id"], "id": "new", "url": webhook.url("/v1")})
+    caller.result(
+        "tasks/pushNotificationConfig/set",
+        {
+            "taskId": task["id"],
+            "pushNotificationConfig": {"id": "old", "url": webhook.url("/v03"), "token": "t3"},
+        },
+    )
+    caller.result(
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task["id"], "id": "new", "url": webhook.url("/v1")},
+    )
     gate.release.set()
 
     def final(path: str) -> bool:
@@ -408,9 +491,9 @@ def test_webhooks_take_the_shape_of_the_version_that_registered(
 
 def test_inline_push_config_sends_v03_webhooks(caller: Caller, webhook: Webhook) -> None:
     task = send(caller, message("i"), pushNotificationConfig={"url": webhook.url()})
-    assert wait_for(lambda: any(
-        h.json.get("status", {}).get("state") == "completed" for h in webhook.hits
-    ))
+    assert wait_for(
+        lambda: any(h.json.get("status", {}).get("state") == "completed" for h in webhook.hits)
+    )
     assert all(h.json["kind"] == "task" and h.json["id"] == task["id"] for h in webhook.hits)
 
 
@@ -428,8 +511,12 @@ def test_stored_push_config_remembers_its_version(new_store: t.Callable[..., t.A
     from flask_a2a.store.base import TaskRecord
 
     store = new_store()
-    task = Task("t-1", "c-1", TaskStatus(TaskState.WORKING, utcnow()),
-                history=(Message("m", Role.USER, (Part(text="x"),)),))
+    task = Task(
+        "t-1",
+        "c-1",
+        TaskStatus(TaskState.WORKING, utcnow()),
+        history=(Message("m", Role.USER, (Part(text="x"),)),),
+    )
     store.create_task(TaskRecord(task, Principal("alice").owner, None, None, utcnow()))
     legacy = PushConfig("a", "t-1", "https://e.com", protocol_version="0.3")
     store.put_push_config("alice", legacy, 8)
@@ -452,8 +539,12 @@ def test_card_carries_the_v03_fields(caller: Caller) -> None:
         {"url": "http://localhost/a2a/rest", "transport": "HTTP+JSON"},
     ]
     versions = [(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]]
-    assert versions == [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"),
-                        ("JSONRPC", "0.3"), ("HTTP+JSON", "0.3")]
+    assert versions == [
+        ("JSONRPC", "1.0"),
+        ("HTTP+JSON", "1.0"),
+        ("JSONRPC", "0.3"),
+        ("HTTP+JSON", "0.3"),
+    ]
     # Security schemes readable by both: the v1.0 member and the v0.3 keys beside it.
     bearer = card["securitySchemes"]["bearer"]
     assert bearer["httpAuthSecurityScheme"] == {"scheme": "Bearer"}
@@ -473,9 +564,15 @@ def test_extended_card_over_v03(make_app: t.Callable[..., Flask]) -> None:
 
 
 def test_unauthenticated_v03_call_is_refused(caller: Caller) -> None:
-    response = caller.http.post("/a2a", json={
-        "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message()},
-    })
+    response = caller.http.post(
+        "/a2a",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "message/send",
+            "params": {"message": message()},
+        },
+    )
     assert response.status_code == 401
 
 
@@ -484,23 +581,36 @@ def test_unauthenticated_v03_call_is_refused(caller: Caller) -> None:
 REST = "/a2a/rest/v1"
 
 
-def rest(caller: Caller, verb: str, path: str, body: t.Any = None, token: str = "alice",
-         **headers: str) -> t.Any:
-    return caller.http.open(REST + path, method=verb, json=body, headers={
-        "Authorization": f"Bearer {token}", **headers,
-    })
+def rest(
+    caller: Caller, verb: str, path: str, body: t.Any = None, token: str = "alice", **headers: str
+) -> t.Any:
+    return caller.http.open(
+        REST + path,
+        method=verb,
+        json=body,
+        headers={
+            "Authorization": f"Bearer {token}",
+            **headers,
+        },
+    )
 
 
 def proto_message(text: str = "hi", skill: str = "echo") -> dict[str, t.Any]:
-    return {"messageId": f"p-{text}", "role": "ROLE_USER", "content": [{"text": text}],
-            "metadata": {"skill": skill}}
+    return {
+        "messageId": f"p-{text}",
+        "role": "ROLE_USER",
+        "content": [{"text": text}],
+        "metadata": {"skill": skill},
+    }
 
 
 def test_rest_send_get_and_the_same_task_over_v1(caller: Caller) -> None:
     msg = proto_message("rest")
-    msg["content"] += [{"file": {"fileWithBytes": "aGk=", "mimeType": "text/plain"}},
-                       {"file": {"fileWithUri": "https://e.com/a", "name": "a"}},
-                       {"data": {"data": {"k": 1}}}]
+    msg["content"] += [
+        {"file": {"fileWithBytes": "aGk=", "mimeType": "text/plain"}},
+        {"file": {"fileWithUri": "https://e.com/a", "name": "a"}},
+        {"data": {"data": {"k": 1}}},
+    ]
     response = rest(caller, "POST", "/message:send", {"message": msg})
     assert response.status_code == 200
     task = response.get_json()["task"]
@@ -517,9 +627,15 @@ def test_rest_send_get_and_the_same_task_over_v1(caller: Caller) -> None:
 
 def test_rest_cancel_spells_cancelled_and_isolates_owners(caller: Caller, gate: Gate) -> None:
     # A configuration without ``blocking`` is a proto3 false: the send does not block.
-    response = rest(caller, "POST", "/message:send", {
-        "message": proto_message("held", "gate"), "configuration": {},
-    })
+    response = rest(
+        caller,
+        "POST",
+        "/message:send",
+        {
+            "message": proto_message("held", "gate"),
+            "configuration": {},
+        },
+    )
     task = response.get_json()["task"]
     assert gate.entered.wait(10)
     assert rest(caller, "GET", f"/tasks/{task['id']}", token="bob").status_code == 404
@@ -534,8 +650,11 @@ def test_rest_cancel_spells_cancelled_and_isolates_owners(caller: Caller, gate: 
 def test_rest_stream_and_subscribe(caller: Caller) -> None:
     response = rest(caller, "POST", "/message:stream", {"message": proto_message("st")})
     assert response.headers["Content-Type"].startswith("text/event-stream")
-    events = [json.loads(line[6:]) for line in response.get_data(as_text=True).splitlines()
-              if line.startswith("data: ")]
+    events = [
+        json.loads(line[6:])
+        for line in response.get_data(as_text=True).splitlines()
+        if line.startswith("data: ")
+    ]
     assert [next(iter(e)) for e in events] == ["task", "artifactUpdate", "statusUpdate"]
     assert events[-1]["statusUpdate"]["final"] is True
     task_id = events[0]["task"]["id"]
@@ -547,16 +666,33 @@ def test_rest_push_configs(caller: Caller, webhook: Webhook) -> None:
     task = rest(caller, "POST", "/message:send", {"message": proto_message()}).get_json()["task"]
     base = f"/tasks/{task['id']}/pushNotificationConfigs"
     name = f"tasks/{task['id']}/pushNotificationConfigs/c1"
-    made = rest(caller, "POST", base, {
-        "parent": f"tasks/{task['id']}", "configId": "c1",
-        "config": {"name": name, "pushNotificationConfig": {
-            "url": webhook.url(), "token": "t", "authentication": {"schemes": ["Basic"]},
-        }},
-    })
+    made = rest(
+        caller,
+        "POST",
+        base,
+        {
+            "parent": f"tasks/{task['id']}",
+            "configId": "c1",
+            "config": {
+                "name": name,
+                "pushNotificationConfig": {
+                    "url": webhook.url(),
+                    "token": "t",
+                    "authentication": {"schemes": ["Basic"]},
+                },
+            },
+        },
+    )
     assert made.status_code == 200
-    assert made.get_json() == {"name": name, "pushNotificationConfig": {
-        "id": "c1", "url": webhook.url(), "token": "t", "authentication": {"schemes": ["Basic"]},
-    }}
+    assert made.get_json() == {
+        "name": name,
+        "pushNotificationConfig": {
+            "id": "c1",
+            "url": webhook.url(),
+            "token": "t",
+            "authentication": {"schemes": ["Basic"]},
+        },
+    }
     assert rest(caller, "GET", base).get_json()["configs"][0]["name"] == name
     assert rest(caller, "GET", f"{base}/c1").get_json()["name"] == name
     assert rest(caller, "GET", f"{base}/c1", token="bob").status_code == 404
@@ -585,10 +721,15 @@ def test_rest_reads_protojson_snake_case_and_proto3_defaults(
     caller: Caller, webhook: Webhook
 ) -> None:
     """ProtoJSON readers take the proto's own field names, and a proto3 default is unset."""
-    msg = {"message_id": "snake", "role": "ROLE_USER", "context_id": "ctx-s", "content": [
-        {"text": "a"},
-        {"file": {"file_with_uri": "", "file_with_bytes": "aGk=", "mime_type": "text/plain"}},
-    ]}
+    msg = {
+        "message_id": "snake",
+        "role": "ROLE_USER",
+        "context_id": "ctx-s",
+        "content": [
+            {"text": "a"},
+            {"file": {"file_with_uri": "", "file_with_bytes": "aGk=", "mime_type": "text/plain"}},
+        ],
+    }
     response = rest(caller, "POST", "/message:send", {"message": msg})
     assert response.status_code == 200, response.get_data(as_text=True)
     task = response.get_json()["task"]
@@ -598,10 +739,19 @@ def test_rest_reads_protojson_snake_case_and_proto3_defaults(
     }
     got = rest(caller, "GET", f"/tasks/{task['id']}?history_length=0").get_json()
     assert "history" not in got
-    made = rest(caller, "POST", f"/tasks/{task['id']}/pushNotificationConfigs", {"config": {
-        "push_notification_config": {"url": webhook.url(),
-                                     "authentication": {"schemes": [], "credentials": ""}},
-    }})
+    made = rest(
+        caller,
+        "POST",
+        f"/tasks/{task['id']}/pushNotificationConfigs",
+        {
+            "config": {
+                "push_notification_config": {
+                    "url": webhook.url(),
+                    "authentication": {"schemes": [], "credentials": ""},
+                },
+            }
+        },
+    )
     assert made.status_code == 200, made.get_data(as_text=True)
     assert "authentication" not in made.get_json()["pushNotificationConfig"]
 
@@ -613,8 +763,10 @@ def test_own_verifier_reads_a_signed_card_with_03_on(make_app: t.Callable[..., F
 
     from flask_a2a.card.signing import SigningKey, verify_card
 
-    app = make_app(config={**V03, "A2A_PUBLIC_BASE_URL": "https://agent.example"},
-                   signing_keys=[SigningKey("k1", ec.generate_private_key(ec.SECP256R1()))])
+    app = make_app(
+        config={**V03, "A2A_PUBLIC_BASE_URL": "https://agent.example"},
+        signing_keys=[SigningKey("k1", ec.generate_private_key(ec.SECP256R1()))],
+    )
     http = app.test_client()
     card = http.get("/.well-known/agent-card.json").get_json()
     assert card["url"] == "https://agent.example/a2a" and card["signatures"]

@@ -92,8 +92,11 @@ def test_card_shape_field_by_field(make_app: t.Callable[..., Flask]) -> None:
     assert card["version"] == "2.1.0"
     assert card["supportedInterfaces"] == [
         {"url": "http://localhost/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-        {"url": "http://localhost/a2a/rest", "protocolBinding": "HTTP+JSON",
-         "protocolVersion": "1.0"},
+        {
+            "url": "http://localhost/a2a/rest",
+            "protocolBinding": "HTTP+JSON",
+            "protocolVersion": "1.0",
+        },
     ]
     assert card["provider"] == {"url": "https://example.org", "organization": "Example Org"}
     assert card["documentationUrl"] == "https://example.org/docs"
@@ -231,8 +234,11 @@ def test_extended_card_from_an_agentcard(make_app: t.Callable[..., Flask]) -> No
     assert card["description"] == "for alice"
     assert card["supportedInterfaces"] == [
         {"url": "http://localhost/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-        {"url": "http://localhost/a2a/rest", "protocolBinding": "HTTP+JSON",
-         "protocolVersion": "1.0"},
+        {
+            "url": "http://localhost/a2a/rest",
+            "protocolBinding": "HTTP+JSON",
+            "protocolVersion": "1.0",
+        },
     ]
     assert card["capabilities"]["extendedAgentCard"] is True
     assert [s["id"] for s in card["skills"]] == ["report", "plain", "hidden"]
@@ -286,8 +292,9 @@ def test_protected_resource_metadata(make_app: t.Callable[..., Flask]) -> None:
     for_path = http.get("/.well-known/oauth-protected-resource/a2a").get_json()
     assert for_path["resource"] == "http://localhost/a2a"
     # A refused caller is pointed at that metadata (RFC 9728 §5.1).
-    refused = http.post("/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask",
-                                      "params": {"id": "x"}})
+    refused = http.post(
+        "/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+    )
     assert refused.status_code == 401
     assert refused.headers["WWW-Authenticate"] == (
         'Bearer resource_metadata="http://localhost/.well-known/oauth-protected-resource/a2a"'

@@ -65,7 +65,6 @@ def alice(live: Live) -> t.Iterator[A2AClient]:
         yield client
 
 
-
 def stored(exchange: Exchange, *owners: str) -> int:
     """How many tasks the store holds for the example's owners."""
     return sum(len(exchange.store.export_owner(o)["tasks"]) for o in owners or ("alice", "bob"))

@@ -230,9 +230,15 @@ def test_a_push_notification_is_parsed_and_its_token_checked() -> None:
 
 def test_parse_notification_refuses_what_is_not_a_notification() -> None:
     app = Flask("receiver")
-    body = json.dumps({"statusUpdate": {"taskId": "t", "contextId": "c",
-                                        "status": {"state": "TASK_STATE_WORKING",
-                                                   "timestamp": "2026-12-03T10:00:00Z"}}})
+    body = json.dumps(
+        {
+            "statusUpdate": {
+                "taskId": "t",
+                "contextId": "c",
+                "status": {"state": "TASK_STATE_WORKING", "timestamp": "2026-12-03T10:00:00Z"},
+            }
+        }
+    )
     headers = {"A2A-Notification-Token": "tok", "Content-Type": "application/json"}
     with app.test_request_context("/hook", method="POST", data=body, headers=headers):
         event = parse_notification(request, token="tok")

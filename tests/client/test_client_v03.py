@@ -43,20 +43,29 @@ def served(make_app: t.Callable[..., Flask]) -> t.Iterator[tuple[str, list[str]]
 
     @app.get("/only03/.well-known/agent-card.json")
     def only03() -> dict[str, t.Any]:
-        return {"name": "old agent", "protocolVersion": "0.3.0", "url": "/a2a",
-                "preferredTransport": "JSONRPC", "version": "1", "capabilities": {},
-                "defaultInputModes": [], "defaultOutputModes": [], "skills": []}
+        return {
+            "name": "old agent",
+            "protocolVersion": "0.3.0",
+            "url": "/a2a",
+            "preferredTransport": "JSONRPC",
+            "version": "1",
+            "capabilities": {},
+            "defaultInputModes": [],
+            "defaultOutputModes": [],
+            "skills": [],
+        }
 
     with werkzeug_server(app) as base:
         yield base, asked
 
 
 def test_falls_back_to_v03_when_the_card_offers_nothing_newer(
-    served: tuple[str, list[str]]
+    served: tuple[str, list[str]],
 ) -> None:
     base, asked = served
-    with A2AClient.from_card_url(base + "/only03/.well-known/agent-card.json",
-                                 token="alice") as client:
+    with A2AClient.from_card_url(
+        base + "/only03/.well-known/agent-card.json", token="alice"
+    ) as client:
         assert isinstance(client.transport, V03Transport) and client.endpoint == base + "/a2a"
         task = client.send_message("hello")
         assert isinstance(task, Task) and task.status.state is TaskState.COMPLETED
@@ -86,22 +95,47 @@ def test_prefers_v1_when_the_card_offers_both(served: tuple[str, list[str]]) -> 
     assert asked == ["SendMessage"]
 
 
-@pytest.mark.parametrize("card,expected", [
-    ({"supportedInterfaces": [{"url": "/a", "protocolBinding": "JSONRPC",
-                               "protocolVersion": "1.0"},
-                              {"url": "/b", "protocolBinding": "JSONRPC",
-                               "protocolVersion": "0.3"}]}, None),
-    ({"supportedInterfaces": [{"url": "/b", "protocolBinding": "JSONRPC",
-                               "protocolVersion": "0.3"}]}, "https://h.example/b"),
-    ({"protocolVersion": "0.3.0", "url": "https://h.example/rest",
-      "preferredTransport": "HTTP+JSON",
-      "additionalInterfaces": [{"url": "https://h.example/rpc", "transport": "JSONRPC"}]},
-     "https://h.example/rpc"),
-    ({"protocolVersion": "0.3.0", "url": "https://h.example/rpc"}, "https://h.example/rpc"),
-    ({"protocolVersion": "0.3.0", "url": "https://h.example/rest",
-      "preferredTransport": "HTTP+JSON"}, None),
-    ({"protocolVersion": "0.2.5", "url": "https://h.example/rpc"}, None),
-])
+@pytest.mark.parametrize(
+    "card,expected",
+    [
+        (
+            {
+                "supportedInterfaces": [
+                    {"url": "/a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                    {"url": "/b", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+                ]
+            },
+            None,
+        ),
+        (
+            {
+                "supportedInterfaces": [
+                    {"url": "/b", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}
+                ]
+            },
+            "https://h.example/b",
+        ),
+        (
+            {
+                "protocolVersion": "0.3.0",
+                "url": "https://h.example/rest",
+                "preferredTransport": "HTTP+JSON",
+                "additionalInterfaces": [{"url": "https://h.example/rpc", "transport": "JSONRPC"}],
+            },
+            "https://h.example/rpc",
+        ),
+        ({"protocolVersion": "0.3.0", "url": "https://h.example/rpc"}, "https://h.example/rpc"),
+        (
+            {
+                "protocolVersion": "0.3.0",
+                "url": "https://h.example/rest",
+                "preferredTransport": "HTTP+JSON",
+            },
+            None,
+        ),
+        ({"protocolVersion": "0.2.5", "url": "https://h.example/rpc"}, None),
+    ],
+)
 def test_legacy_endpoint(card: dict[str, t.Any], expected: str | None) -> None:
     from flask_a2a.client.v03 import legacy_endpoint
 

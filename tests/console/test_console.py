@@ -26,13 +26,15 @@ class NoteSchema(Schema):
     pinned = fields.Boolean()
 
 
-def build(
-    config: t.Mapping[str, t.Any] | None = None, **options: t.Any
-) -> Flask:
+def build(config: t.Mapping[str, t.Any] | None = None, **options: t.Any) -> Flask:
     app = Flask(__name__)
     app.config.update({"A2A_CONSOLE_PATH": CONSOLE, **(config or {})})
-    A2A(app, skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)],
-        principal=token_principal, **options)
+    A2A(
+        app,
+        skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)],
+        principal=token_principal,
+        **options,
+    )
     return app
 
 
@@ -163,10 +165,18 @@ def test_a_host_check_decides_admins_and_one_that_raises_refuses() -> None:
 def test_figures_count_live_runs_and_their_counters() -> None:
     client = build({"A2A_CONSOLE_ADMIN": ["alice"]}).test_client()
     before = client.get(CONSOLE + "/api/operators", headers=bearer("alice")).get_json()
-    sent = client.post("/a2a", headers=bearer("alice"), json={
-        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
-    })
+    sent = client.post(
+        "/a2a",
+        headers=bearer("alice"),
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+            },
+        },
+    )
     assert sent.get_json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     after = client.get(CONSOLE + "/api/operators", headers=bearer("alice")).get_json()
     assert after["runs"]["live"] == 0
@@ -177,12 +187,14 @@ def test_figures_count_live_runs_and_their_counters() -> None:
 def test_a_cross_origin_read_is_refused() -> None:
     client = build({"A2A_CONSOLE_ADMIN": ["alice"]}).test_client()
     for path in ("/api/session", "/api/operators", "/api/card-signature"):
-        answer = client.get(CONSOLE + path, headers={
-            **bearer("alice"), "Origin": "http://evil.example"})
+        answer = client.get(
+            CONSOLE + path, headers={**bearer("alice"), "Origin": "http://evil.example"}
+        )
         assert answer.status_code == 403, path
         assert "Access-Control-Allow-Origin" not in answer.headers
-    same = client.get(CONSOLE + "/api/session", headers={
-        **bearer("alice"), "Origin": "http://localhost"})
+    same = client.get(
+        CONSOLE + "/api/session", headers={**bearer("alice"), "Origin": "http://localhost"}
+    )
     assert same.status_code == 200
 
 
@@ -197,7 +209,9 @@ def test_the_server_checks_the_card_signature() -> None:
     assert 'data-jwks-path="/.well-known/jwks.json"' in html
     unsigned = build().test_client()
     assert unsigned.get(CONSOLE + "/api/card-signature", headers=bearer("alice")).get_json() == {
-        "signed": False, "verified": False}
+        "signed": False,
+        "verified": False,
+    }
 
 
 @pytest.mark.parametrize(
@@ -216,8 +230,9 @@ def test_bad_console_settings_fail_startup(config: dict[str, t.Any], message: st
 
 def test_the_page_names_paths_under_the_script_root() -> None:
     client = build().test_client()
-    html = client.get(CONSOLE, headers=bearer("alice"), environ_overrides={
-        "SCRIPT_NAME": "/app"}).get_data(as_text=True)
+    html = client.get(
+        CONSOLE, headers=bearer("alice"), environ_overrides={"SCRIPT_NAME": "/app"}
+    ).get_data(as_text=True)
     assert 'data-a2a-path="/app/a2a"' in html
     assert 'data-console-path="/app/a2a/console"' in html
     assert json.dumps("/app/a2a/console/static/console.js")[1:-1] in html
@@ -234,4 +249,5 @@ def test_a_legacy_app_with_csrf_protect_and_a_cookie_login() -> None:
     session = client.get(CONSOLE + "/api/session").get_json()
     assert session["owner"] == "1"
     assert session["tools"]["entity.invoices"]["list"]["properties"] == {
-        "page": {"type": "integer", "minimum": 1}}
+        "page": {"type": "integer", "minimum": 1}
+    }

@@ -73,19 +73,28 @@ def agent() -> t.Iterator[str]:
     folder = tempfile.mkdtemp(prefix="flask_a2a_console_")
     key = os.path.join(folder, "card.pem")
     with open(key, "wb") as pem:
-        pem.write(ec.generate_private_key(ec.SECP256R1()).private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption()))
+        pem.write(
+            ec.generate_private_key(ec.SECP256R1()).private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
     port = free_port()
-    server = LiveGunicorn("examples.agent:create_app()", chdir=str(ROOT), port=port, env={
-        "A2A_EXAMPLE_SIGNING_KEY": key,
-        "FLASK_A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
-        "FLASK_A2A_CONSOLE_PATH": CONSOLE,
-        "FLASK_A2A_CONSOLE_PRINCIPAL": "optional",  # bearer tokens only: the page asks for one
-        "FLASK_A2A_CONSOLE_ADMIN": "alice",
-        "FLASK_A2A_TERMINAL_TASK_RETENTION": "500",
-        "FLASK_A2A_ALLOW_PRIVATE_PUSH": "true",  # a push config on a loopback URL
-    })
+    server = LiveGunicorn(
+        "examples.agent:create_app()",
+        chdir=str(ROOT),
+        port=port,
+        env={
+            "A2A_EXAMPLE_SIGNING_KEY": key,
+            "FLASK_A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+            "FLASK_A2A_CONSOLE_PATH": CONSOLE,
+            "FLASK_A2A_CONSOLE_PRINCIPAL": "optional",  # bearer tokens only: the page asks for one
+            "FLASK_A2A_CONSOLE_ADMIN": "alice",
+            "FLASK_A2A_TERMINAL_TASK_RETENTION": "500",
+            "FLASK_A2A_ALLOW_PRIVATE_PUSH": "true",  # a push config on a loopback URL
+        },
+    )
     try:
         yield server.url
     finally:
@@ -117,19 +126,36 @@ def open_console(context: BrowserContext, url: str, token: str | None = "alice-t
 
 
 def rpc(url: str, token: str, method: str, params: dict[str, t.Any]) -> t.Any:
-    answer = requests.post(url + "/a2a", json={
-        "jsonrpc": "2.0", "id": 1, "method": method, "params": params,
-    }, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    answer = requests.post(
+        url + "/a2a",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": method,
+            "params": params,
+        },
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
     body = answer.json()
     assert "result" in body, body
     return body["result"]
 
 
 def send_text(url: str, token: str, skill: str, text: str) -> str:
-    result = rpc(url, token, "SendMessage", {"message": {
-        "messageId": os.urandom(8).hex(), "role": "ROLE_USER", "parts": [{"text": text}],
-        "metadata": {"skill": skill},
-    }})
+    result = rpc(
+        url,
+        token,
+        "SendMessage",
+        {
+            "message": {
+                "messageId": os.urandom(8).hex(),
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+                "metadata": {"skill": skill},
+            }
+        },
+    )
     return str(result["task"]["id"])
 
 
@@ -174,18 +200,30 @@ def test_rs256_and_text_beyond_ascii_verify_in_the_browser(context: BrowserConte
     from tests.conftest import echo, token_principal
 
     app = Flask(__name__)
-    app.config.update(A2A_CONSOLE_PATH=CONSOLE, A2A_CONSOLE_PRINCIPAL="optional",
-                      TRUSTED_HOSTS=["127.0.0.1"])
+    app.config.update(
+        A2A_CONSOLE_PATH=CONSOLE, A2A_CONSOLE_PRINCIPAL="optional", TRUSTED_HOSTS=["127.0.0.1"]
+    )
     key = SigningKey("r1", rsa.generate_private_key(public_exponent=65537, key_size=2048))
-    A2A(app, principal=token_principal, signing_keys=[key], skills=[
-        Skill(id="echo", name="Échø ☃", handler=echo,
-              description='Tabs\t, "quotes", \u2028 and \U0001f600')],
-        card=AgentCard(extensions=[AgentExtension("https://example.com/ext/v1")]))
+    A2A(
+        app,
+        principal=token_principal,
+        signing_keys=[key],
+        skills=[
+            Skill(
+                id="echo",
+                name="Échø ☃",
+                handler=echo,
+                description='Tabs\t, "quotes", \u2028 and \U0001f600',
+            )
+        ],
+        card=AgentCard(extensions=[AgentExtension("https://example.com/ext/v1")]),
+    )
     with werkzeug_server(app) as url:
         page = context.new_page()
         page.goto(url + CONSOLE)
         expect(page.locator("#card-signature")).to_contain_text(
-            "verified in your browser against the served JWKS (key r1, RS256)")
+            "verified in your browser against the served JWKS (key r1, RS256)"
+        )
 
 
 def test_send_to_echo_shows_the_artifact(context: BrowserContext, agent: str) -> None:
@@ -214,12 +252,14 @@ def test_send_to_echo_shows_the_artifact(context: BrowserContext, agent: str) ->
     assert pathlib.Path(saved.value.path()).read_bytes() == b"a file part"
 
 
-def test_a_tasks_push_configs_are_listed_and_deletable(
-    context: BrowserContext, agent: str
-) -> None:
+def test_a_tasks_push_configs_are_listed_and_deletable(context: BrowserContext, agent: str) -> None:
     task_id = send_text(agent, "alice-token", "echo", "with a webhook")
-    config = rpc(agent, "alice-token", "CreateTaskPushNotificationConfig", {
-        "taskId": task_id, "url": "http://127.0.0.1:9/hook", "token": "t"})
+    config = rpc(
+        agent,
+        "alice-token",
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task_id, "url": "http://127.0.0.1:9/hook", "token": "t"},
+    )
     page = open_console(context, agent)
     page.click("[data-tab=tasks]")
     page.fill("#open-id", task_id)
@@ -253,9 +293,12 @@ def test_a_stream_shows_each_chunk_as_it_arrives(context: BrowserContext, agent:
     expect(page.locator("#watch-state")).to_have_attribute("data-state", "TASK_STATE_COMPLETED")
     expect(page.locator("#watch-events .event[data-kind=closed]")).to_have_count(1)
     assert page.evaluate("() => window.seen") == ["3...", "3...2...", "3...2...1..."]
-    arrived = [float(t) for t in page.locator(
-        "#watch-events .event[data-kind=artifactUpdate]").evaluate_all(
-        "(items) => items.map((item) => item.dataset.t)")]
+    arrived = [
+        float(t)
+        for t in page.locator("#watch-events .event[data-kind=artifactUpdate]").evaluate_all(
+            "(items) => items.map((item) => item.dataset.t)"
+        )
+    ]
     assert len(arrived) == 3
     # The handler sleeps 0.4 s between chunks: chunks held back and sent together would
     # arrive within a few milliseconds of each other.
@@ -271,7 +314,8 @@ def test_an_input_required_task_takes_a_reply(context: BrowserContext, agent: st
     choose(page, "greet")
     page.click("#send-button")
     expect(page.locator("#watch-state")).to_have_attribute(
-        "data-state", "TASK_STATE_INPUT_REQUIRED")
+        "data-state", "TASK_STATE_INPUT_REQUIRED"
+    )
     expect(page.locator("#reply-label")).to_contain_text("What is your name?")
     page.fill("#reply-text", "Ada")
     shot(page, "reply")
@@ -312,7 +356,8 @@ def test_page_through_60_tasks_never_seeing_another_owners(
     for number in range(1, total // 25 + 2):
         expect(page.locator("#tasks-caption")).to_contain_text(f"Page {number}:")
         seen += page.locator("#tasks-table tbody tr").evaluate_all(
-            "(rows) => rows.map((row) => row.dataset.taskId)")
+            "(rows) => rows.map((row) => row.dataset.taskId)"
+        )
         if page.locator("#page-next").is_disabled():
             break
         page.click("#page-next")
@@ -362,7 +407,8 @@ def test_a_page_of_another_origin_cannot_drive_it(context: BrowserContext, agent
     with werkzeug_server(other) as elsewhere:
         page = context.new_page()
         page.goto(elsewhere + "/")
-        outcome = page.evaluate("""async (target) => {
+        outcome = page.evaluate(
+            """async (target) => {
             const body = JSON.stringify({jsonrpc: "2.0", id: 1, method: "SendMessage", params: {
                 message: {messageId: "x-origin", role: "ROLE_USER", parts: [{text: "hi"}],
                           metadata: {skill: "echo"}}}});
@@ -382,7 +428,9 @@ def test_a_page_of_another_origin_cannot_drive_it(context: BrowserContext, agent
                 out.session = "read";
             } catch (error) { out.session = "refused"; }
             return out;
-        }""", agent)
+        }""",
+            agent,
+        )
     assert outcome == {"cors": "refused", "simple": "opaque", "session": "refused"}
     assert rpc(agent, "alice-token", "ListTasks", {"pageSize": 1})["totalSize"] == before
     framed = requests.get(agent + CONSOLE, timeout=10)
@@ -421,9 +469,13 @@ def test_keyboard_and_a_phone_sized_screen(browser: Browser, agent: str) -> None
 
 @pytest.fixture(scope="module")
 def legacy() -> t.Iterator[str]:
-    server = LiveGunicorn("tests.legacy_app:create_app()", chdir=str(ROOT), env={
-        "LEGACY_A2A_CONSOLE_PATH": CONSOLE,
-    })
+    server = LiveGunicorn(
+        "tests.legacy_app:create_app()",
+        chdir=str(ROOT),
+        env={
+            "LEGACY_A2A_CONSOLE_PATH": CONSOLE,
+        },
+    )
     try:
         yield server.url
     finally:
@@ -453,7 +505,8 @@ def test_the_legacy_app_with_its_cookie_and_an_entity_skill(
     expect(page.locator("#entity-fields")).to_be_visible()
     expect(page.locator("#text-fields")).to_be_hidden()
     operations = page.locator("#operation option").evaluate_all(
-        "(options) => options.map((option) => option.value)")
+        "(options) => options.map((option) => option.value)"
+    )
     assert "list" in operations and "get" in operations
     page.select_option("#operation", "list")
     seeded = page.locator("#arguments").input_value()

@@ -51,8 +51,15 @@ def notes(tmp_path: t.Any) -> t.Iterator[tuple[FlaskClient, sessionmaker[sa.orm.
     app.config["TESTING"] = True
     app.register_blueprint(
         crud_blueprint(
-            "notes", model=Note, schema=NoteSchema(), session=sessions, owner=owner,
-            owner_column="user_id", url_prefix="/api/notes", default_limit=2, max_limit=3,
+            "notes",
+            model=Note,
+            schema=NoteSchema(),
+            session=sessions,
+            owner=owner,
+            owner_column="user_id",
+            url_prefix="/api/notes",
+            default_limit=2,
+            max_limit=3,
         )
     )
     yield app.test_client(), sessions
@@ -60,8 +67,9 @@ def notes(tmp_path: t.Any) -> t.Iterator[tuple[FlaskClient, sessionmaker[sa.orm.
 
 
 def add(client: FlaskClient, user: str, title: str, done: bool = False) -> dict[str, t.Any]:
-    response = client.post("/api/notes", json={"title": title, "done": done},
-                           headers={"X-User": user})
+    response = client.post(
+        "/api/notes", json={"title": title, "done": done}, headers={"X-User": user}
+    )
     assert response.status_code == 201, response.get_json()
     return t.cast(dict[str, t.Any], response.get_json())
 
@@ -73,8 +81,13 @@ def count(sessions: sessionmaker[sa.orm.Session]) -> int:
 
 def test_unauthenticated_is_401_and_writes_nothing(notes: t.Any) -> None:
     client, sessions = notes
-    for method, path in (("get", "/api/notes"), ("post", "/api/notes"), ("get", "/api/notes/1"),
-                         ("patch", "/api/notes/1"), ("delete", "/api/notes/1")):
+    for method, path in (
+        ("get", "/api/notes"),
+        ("post", "/api/notes"),
+        ("get", "/api/notes/1"),
+        ("patch", "/api/notes/1"),
+        ("delete", "/api/notes/1"),
+    ):
         response = getattr(client, method)(path, json={"title": "x"})
         assert response.status_code == 401, (method, path)
         assert response.get_json() == {"error": "authentication required"}
@@ -90,7 +103,10 @@ def test_paging_sort_filters_and_the_limit_cap(notes: t.Any) -> None:
     first = client.get("/api/notes?sort=title", headers=alice).get_json()
     assert [n["title"] for n in first["data"]] == ["a", "b"]
     assert {k: first[k] for k in ("page", "perPage", "total", "totalPages")} == {
-        "page": 1, "perPage": 2, "total": 4, "totalPages": 2,
+        "page": 1,
+        "perPage": 2,
+        "total": 4,
+        "totalPages": 2,
     }
     capped = client.get("/api/notes?limit=50&sort=-title", headers=alice).get_json()
     assert capped["perPage"] == 3 and [n["title"] for n in capped["data"]] == ["d", "c", "b"]
@@ -120,8 +136,13 @@ def test_bad_queries_are_400(notes: t.Any, query: str, error: str) -> None:
 def test_writes_validate_and_cannot_set_owner_or_id(notes: t.Any) -> None:
     client, sessions = notes
     alice = {"X-User": "alice"}
-    for body in ({"title": ""}, {"done": True}, {"title": "x", "user_id": "bob"},
-                 {"title": "x", "id": 7}, ["title"]):
+    for body in (
+        {"title": ""},
+        {"done": True},
+        {"title": "x", "user_id": "bob"},
+        {"title": "x", "id": 7},
+        ["title"],
+    ):
         response = client.post("/api/notes", json=body, headers=alice)
         assert response.status_code == 400, body
     assert count(sessions) == 0

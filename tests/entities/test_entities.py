@@ -195,10 +195,19 @@ def test_tool_listing_comes_from_the_same_walk(invoices: InvoiceApp) -> None:
         "required": ["due_at", "total"],
     }
     assert list(tools["invoices.list"]["properties"]) == [
-        "page", "limit", "sort", "due_at", "total",
+        "page",
+        "limit",
+        "sort",
+        "due_at",
+        "total",
     ]
     assert tools["invoices.list"]["properties"]["sort"]["enum"] == [
-        "id", "-id", "due_at", "-due_at", "total", "-total",
+        "id",
+        "-id",
+        "due_at",
+        "-due_at",
+        "total",
+        "-total",
     ]
     assert "required" not in tools["invoices.list"]
     assert tools["invoices.update"]["required"] == ["id"]
@@ -220,7 +229,10 @@ def test_card_lists_exactly_the_public_ungated_skills(
         Entity("ledger", schema=schema, url="/api/invoices", public=False),
         Entity("payroll", schema=schema, url="/api/invoices"),
         Entity(
-            "invoices", schema=schema, namespace="billing", operations=("list", "get"),
+            "invoices",
+            schema=schema,
+            namespace="billing",
+            operations=("list", "get"),
             url="/api/invoices",
         ),
     ]
@@ -233,7 +245,9 @@ def test_card_lists_exactly_the_public_ungated_skills(
     inv = make_invoice_app(entities, entity_gate=gate)
     card = inv.client.client.get("/.well-known/agent-card.json").get_json()
     assert [s["id"] for s in card["skills"]] == [
-        "echo", "entity.invoices", "entity.billing.invoices",
+        "echo",
+        "entity.invoices",
+        "entity.billing.invoices",
     ]
     served = [s.id for s in inv.a2a.skills(inv.app)]
     assert "entity.ledger" in served and "entity.payroll" in served
@@ -356,9 +370,7 @@ def test_alice_never_sees_bobs_rows_through_any_operation(invoices: InvoiceApp) 
     mine = create(invoices, "alice", "1.00")
     listed = answer(invoices.call("list", {"total": "99.00"}), "invoices.list")
     assert listed["data"] == [] and listed["total"] == 0
-    assert [r["id"] for r in answer(invoices.call("list"), "invoices.list")["data"]] == [
-        mine["id"]
-    ]
+    assert [r["id"] for r in answer(invoices.call("list"), "invoices.list")["data"]] == [mine["id"]]
     for operation, arguments in (
         ("get", {"id": bobs["id"]}),
         ("update", {"id": bobs["id"], "total": "0.01"}),
@@ -377,8 +389,9 @@ def test_only_the_credential_headers_are_copied(invoices: InvoiceApp) -> None:
     invoices.app.config["API_KEY_REQUIRED"] = True
     invoices.client.client.set_cookie("session", "s-bob")  # the test client owns Cookie
     headers = {"X-API-Key": "key-bob", "X-Other": "leak"}
-    task = invoices.call("create", {"due_at": "2026-02-02", "total": "4.00"}, token=None,
-                         headers=headers)
+    task = invoices.call(
+        "create", {"due_at": "2026-02-02", "total": "4.00"}, token=None, headers=headers
+    )
     assert answer(task, "invoices.create")["total"] == "4.00"
     [environ] = invoices.recorder.calls
     assert environ["HTTP_COOKIE"] == "session=s-bob"
@@ -424,8 +437,11 @@ def test_the_apps_own_auth_refusal_fails_the_task_with_its_status(invoices: Invo
     ("operation", "arguments", "text"),
     [
         ("create", {"due_at": "2026-01-01"}, "total: Missing data for required field."),
-        ("create", {"due_at": "soon", "total": "x"},
-         "due_at: Not a valid date.; total: Not a valid number."),
+        (
+            "create",
+            {"due_at": "soon", "total": "x"},
+            "due_at: Not a valid date.; total: Not a valid number.",
+        ),
         ("create", {"id": "x", "due_at": "2026-01-01", "total": "1"}, "id: Unknown field."),
         ("update", {"total": "1.00"}, "id: Missing data for required field."),
         ("update", {"id": "x", "total": "lots"}, "total: Not a valid number."),
@@ -435,8 +451,11 @@ def test_the_apps_own_auth_refusal_fails_the_task_with_its_status(invoices: Invo
         ("delete", {"id": ""}, "id: Must be a non-empty string or an integer."),
         ("list", {"limit": 0}, "limit: Must be an integer of at least 1."),
         ("list", {"page": "2"}, "page: Must be an integer of at least 1."),
-        ("list", {"sort": "owner_id"},
-         "sort: Must be one of: id, -id, due_at, -due_at, total, -total."),
+        (
+            "list",
+            {"sort": "owner_id"},
+            "sort: Must be one of: id, -id, due_at, -due_at, total, -total.",
+        ),
         ("list", {"owner_id": "bob"}, "owner_id: Unknown field."),
         ("list", {"total": ["1"]}, "total: A filter is one string, number or boolean."),
         ("list", {"due_at": "yesterday"}, "due_at: Not a valid date."),
@@ -518,8 +537,12 @@ def test_declarations_are_checked() -> None:
     with pytest.raises(ValueError, match="operations"):
         Entity("invoices", schema=InvoiceSchema(), operations=("list", "purge"))
     with pytest.raises(ValueError, match="operations"):
-        Entity("invoices", schema=InvoiceSchema(), routes={"delete": ("DELETE", "/x/{id}")},
-               operations=("list",))
+        Entity(
+            "invoices",
+            schema=InvoiceSchema(),
+            routes={"delete": ("DELETE", "/x/{id}")},
+            operations=("list",),
+        )
     with pytest.raises(ValueError, match="name"):
         Entity("Invoices!", schema=InvoiceSchema())
     with pytest.raises(TypeError, match="marshmallow"):
@@ -566,8 +589,14 @@ def test_the_walk_maps_field_types_and_validators() -> None:
         "kind": {"type": "string", "enum": ["a", "b"]},
         "color": {"type": "string", "enum": ["RED"]},
         "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
-        "lines": {"type": "array", "items": {
-            "type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}},
+        "lines": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"sku": {"type": "string"}},
+                "required": ["sku"],
+            },
+        },
         "extra": {"type": "object", "additionalProperties": {"type": "integer"}},
         "secret": {"type": "string"},
     }

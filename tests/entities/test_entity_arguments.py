@@ -16,9 +16,7 @@ from flask_a2a import A2A, Entity
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import token_principal
 
-ROWS = [
-    {"id": str(n), "due_at": f"2026-01-0{n}", "total": f"{n}.00"} for n in range(1, 6)
-]
+ROWS = [{"id": str(n), "due_at": f"2026-01-0{n}", "total": f"{n}.00"} for n in range(1, 6)]
 
 
 class HandWritten:
@@ -32,8 +30,7 @@ class HandWritten:
         app.before_request(self.note)
         app.add_url_rule("/api/invoices", "list_invoices", self.list_invoices)
         app.add_url_rule("/api/invoices/<invoice_id>", "get_invoice", self.get_invoice)
-        app.add_url_rule("/api/invoices", "create_invoice", self.create_invoice,
-                         methods=["POST"])
+        app.add_url_rule("/api/invoices", "create_invoice", self.create_invoice, methods=["POST"])
 
     def note(self) -> t.Any:
         if request.path.startswith("/api/"):
@@ -156,12 +153,20 @@ def test_declared_filters_and_update_keys(make_app: t.Callable[..., Flask]) -> N
     assert tools["invoices.update"]["required"] == ["id"]
     assert tools["invoices.delete"]["properties"] == {"id": {"type": "string"}}
     [skill] = [s for s in A2A().skills(app) if s.id == "entity.invoices"]
-    assert skill.description.split("\n")[1:] == ["list(total, page)", "update(id, total)",
-                                                 "delete(id)"]
+    assert skill.description.split("\n")[1:] == [
+        "list(total, page)",
+        "update(id, total)",
+        "delete(id)",
+    ]
     assert skill.examples == ('{"skill": "entity.invoices", "operation": "list"}',)
     client = A2ATestClient(app, token="alice")
-    task = client.send(data={"skill": "entity.invoices", "operation": "update",
-                             "arguments": {"id": "1", "due_at": "2026-01-01"}})["task"]
+    task = client.send(
+        data={
+            "skill": "entity.invoices",
+            "operation": "update",
+            "arguments": {"id": "1", "due_at": "2026-01-01"},
+        }
+    )["task"]
     assert task["status"]["message"]["parts"] == [
         {"text": "invalid arguments: due_at: Unknown field."}
     ]
@@ -170,8 +175,7 @@ def test_declared_filters_and_update_keys(make_app: t.Callable[..., Flask]) -> N
 def test_a_partial_declaration_keeps_the_derived_keys_elsewhere(
     make_app: t.Callable[..., Flask],
 ) -> None:
-    app = make_app(entities=[Entity("invoices", schema=InvoiceSchema,
-                                    arguments={"get": ["id"]})])
+    app = make_app(entities=[Entity("invoices", schema=InvoiceSchema, arguments={"get": ["id"]})])
     [skill] = [s for s in A2A().skills(app) if s.id == "entity.invoices"]
     assert skill.description.split("\n")[1:] == [
         "list(page, limit, sort, due_at, total)",
@@ -187,8 +191,7 @@ def test_a_partial_declaration_keeps_the_derived_keys_elsewhere(
 
 def test_declarations_are_checked_at_startup() -> None:
     with pytest.raises(ValueError, match="operations"):
-        Entity("invoices", schema=InvoiceSchema, operations=("list",),
-               arguments={"get": ["id"]})
+        Entity("invoices", schema=InvoiceSchema, operations=("list",), arguments={"get": ["id"]})
     with pytest.raises(TypeError, match="sequence of key names"):
         Entity("invoices", schema=InvoiceSchema, arguments={"list": "page"})
     with pytest.raises(ValueError, match="repeats"):
@@ -198,5 +201,8 @@ def test_declarations_are_checked_at_startup() -> None:
         ({"create": ["id", "total"]}, "['id'], which the create operation cannot take"),
     ):
         with pytest.raises(ValueError, match=named.replace("[", r"\[").replace("]", r"\]")):
-            A2A(Flask("bad"), principal=token_principal,
-                entities=[Entity("invoices", schema=InvoiceSchema, arguments=arguments)])
+            A2A(
+                Flask("bad"),
+                principal=token_principal,
+                entities=[Entity("invoices", schema=InvoiceSchema, arguments=arguments)],
+            )

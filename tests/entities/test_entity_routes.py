@@ -51,8 +51,10 @@ class TokenAPI:
     def page(rows: list[dict[str, t.Any]]) -> dict[str, t.Any]:
         page = int(request.args.get("page", 1))
         per_page = min(int(request.args.get("per_page", 10)), 100)
-        return {"items": rows[(page - 1) * per_page : page * per_page],
-                "_meta": {"page": page, "per_page": per_page, "total_items": len(rows)}}
+        return {
+            "items": rows[(page - 1) * per_page : page * per_page],
+            "_meta": {"page": page, "per_page": per_page, "total_items": len(rows)},
+        }
 
     def users(self) -> t.Any:
         return self.page(list(USERS.values()))
@@ -69,8 +71,10 @@ class TokenAPI:
         return self.page([USERS[n] for n, of in FOLLOWERS.items() if user_id in of])
 
 
-PAGING = (Argument("page", "integer"),
-          Argument("per_page", {"type": "integer", "minimum": 1, "maximum": 100}))
+PAGING = (
+    Argument("page", "integer"),
+    Argument("per_page", {"type": "integer", "minimum": 1, "maximum": 100}),
+)
 
 
 def users_entity() -> Entity:
@@ -81,11 +85,19 @@ def users_entity() -> Entity:
         operations=(
             "list",
             "get",
-            Operation("followers", "GET", "/api/users/{id}/followers",
-                      arguments=(Argument("id", "integer"), *PAGING),
-                      description="The users following a user."),
-            Operation("followed", "GET", "/api/users/{id}/following",
-                      arguments=(Argument("id", "integer"), *PAGING)),
+            Operation(
+                "followers",
+                "GET",
+                "/api/users/{id}/followers",
+                arguments=(Argument("id", "integer"), *PAGING),
+                description="The users following a user.",
+            ),
+            Operation(
+                "followed",
+                "GET",
+                "/api/users/{id}/following",
+                arguments=(Argument("id", "integer"), *PAGING),
+            ),
         ),
         arguments={"list": ["page", Argument("limit", sends_as="per_page")]},
     )
@@ -140,9 +152,7 @@ def test_the_card_and_the_tools_follow_the_declaration(api: TokenAPI) -> None:
             "required": ["id"],
         },
     }
-    assert tools["users.followed"]["description"] == (
-        "Followed (GET /api/users/{id}/following)."
-    )
+    assert tools["users.followed"]["description"] == ("Followed (GET /api/users/{id}/following).")
 
 
 def test_a_renamed_argument_reaches_the_route_under_its_own_name(api: TokenAPI) -> None:
@@ -169,13 +179,16 @@ def test_a_nested_route_takes_its_path_parameter(api: TokenAPI) -> None:
     ]
 
 
-@pytest.mark.parametrize(("arguments", "refused"), [
-    ({}, "id: Missing data for required field."),
-    ({"id": "1"}, "id: Not a valid integer."),
-    ({"id": 1, "per_page": 500}, "per_page: Must satisfy maximum 100."),
-    ({"id": 1, "page": [1]}, "page: A path or query value is one string, number or boolean."),
-    ({"id": 1, "limit": 5}, "limit: Unknown field."),
-])
+@pytest.mark.parametrize(
+    ("arguments", "refused"),
+    [
+        ({}, "id: Missing data for required field."),
+        ({"id": "1"}, "id: Not a valid integer."),
+        ({"id": 1, "per_page": 500}, "per_page: Must satisfy maximum 100."),
+        ({"id": 1, "page": [1]}, "page: A path or query value is one string, number or boolean."),
+        ({"id": 1, "limit": 5}, "limit: Unknown field."),
+    ],
+)
 def test_bad_arguments_of_a_declared_operation_send_nothing(
     api: TokenAPI, arguments: dict[str, t.Any], refused: str
 ) -> None:
@@ -194,49 +207,81 @@ def test_only_the_declared_operations_are_offered(api: TokenAPI) -> None:
 def test_a_nested_path_with_an_undeclared_parameter_fails_startup() -> None:
     # Before: accepted here, then every call failed ("id: Unknown field", or a 404 without it).
     for entity in (
-        Entity("users", schema=UserSchema, operations=("list",),
-               routes={"list": ("GET", "/api/users/{id}/followers")}),
-        Entity("users", schema=UserSchema, operations=(
-            Operation("followers", "GET", "/api/users/{user_id}/followers",
-                      arguments=[Argument("page", "integer")]),
-        )),
+        Entity(
+            "users",
+            schema=UserSchema,
+            operations=("list",),
+            routes={"list": ("GET", "/api/users/{id}/followers")},
+        ),
+        Entity(
+            "users",
+            schema=UserSchema,
+            operations=(
+                Operation(
+                    "followers",
+                    "GET",
+                    "/api/users/{user_id}/followers",
+                    arguments=[Argument("page", "integer")],
+                ),
+            ),
+        ),
     ):
         with pytest.raises(ValueError, match=r"holds \['(id|user_id)'\] but the operation"):
             A2A(Flask("nested"), principal=token_principal, entities=[entity])
     # Declared, the standard list takes it as its path parameter.
     app = Flask("declared")
     TokenAPI(app)
-    A2A(app, principal=token_principal, entities=[Entity(
-        "users", schema=UserSchema, operations=("list",),
-        routes={"list": ("GET", "/api/users/{id}/followers")},
-        arguments={"list": [Argument("id", "integer"), "page"]},
-    )])
+    A2A(
+        app,
+        principal=token_principal,
+        entities=[
+            Entity(
+                "users",
+                schema=UserSchema,
+                operations=("list",),
+                routes={"list": ("GET", "/api/users/{id}/followers")},
+                arguments={"list": [Argument("id", "integer"), "page"]},
+            )
+        ],
+    )
     task = call(app, "list", {"id": 2})
     assert task["artifacts"][0]["parts"][0]["data"]["items"] == [USERS[1]]
 
 
 def test_declarations_that_cannot_fit_their_route_fail_startup() -> None:
     for operation, match in (
-        (Operation("x", "GET", "/api/users", arguments=[Argument("q", where="body")]),
-         "carries no body"),
-        (Operation("x", "GET", "/api/users", arguments=[Argument("q", where="path")]),
-         "path parameter only when"),
+        (
+            Operation("x", "GET", "/api/users", arguments=[Argument("q", where="body")]),
+            "carries no body",
+        ),
+        (
+            Operation("x", "GET", "/api/users", arguments=[Argument("q", where="path")]),
+            "path parameter only when",
+        ),
         (Operation("x", "GET", "/api/users", arguments=["nope"]), "'nope', which it cannot"),
         (Operation("x", "GET", "/api/users", arguments=["page", Argument("page")]), "twice"),
     ):
         with pytest.raises(ValueError, match=match):
-            A2A(Flask("bad"), principal=token_principal,
-                entities=[Entity("users", schema=UserSchema, operations=(operation,))])
+            A2A(
+                Flask("bad"),
+                principal=token_principal,
+                entities=[Entity("users", schema=UserSchema, operations=(operation,))],
+            )
     with pytest.raises(ValueError, match="distinct names"):
-        Entity("users", schema=UserSchema, operations=(Operation("x", "GET", "/a"),),
-               arguments={"x": ["page"]})
+        Entity(
+            "users",
+            schema=UserSchema,
+            operations=(Operation("x", "GET", "/a"),),
+            arguments={"x": ["page"]},
+        )
     with pytest.raises(ValueError, match="must be one of"):
         Argument("page", "int")
 
 
 def test_today_entity_calls_are_unchanged(make_app: t.Callable[..., Flask]) -> None:
-    app = make_app(entities=[Entity("users", schema=UserSchema, url="/api/users",
-                                    operations=("list", "get"))])
+    app = make_app(
+        entities=[Entity("users", schema=UserSchema, url="/api/users", operations=("list", "get"))]
+    )
     [skill] = [s for s in A2A().skills(app) if s.id == "entity.users"]
     assert skill.description == (
         "CRUD on users records through the app's tools. Send one data part carrying skill, "
@@ -247,8 +292,11 @@ def test_today_entity_calls_are_unchanged(make_app: t.Callable[..., Flask]) -> N
 def test_a_many_field_description_ends_with_dots_only_when_it_cut_some() -> None:
     wide = Schema.from_dict({f"f{n}": fields.String() for n in range(10)})
     app = Flask("wide")
-    A2A(app, principal=token_principal,
-        entities=[Entity("wide", schema=wide, operations=("create",))])
+    A2A(
+        app,
+        principal=token_principal,
+        entities=[Entity("wide", schema=wide, operations=("create",))],
+    )
     [skill] = A2A().skills(app)
     assert skill.description.split("\n")[1] == "create(f0, f1, f2, f3, f4, f5, f6, f7, ...)"
 
@@ -266,8 +314,9 @@ def test_credentials_the_api_does_not_accept_get_its_refusal(
     api = TokenAPI(app)
     client = A2ATestClient(app)
     client.client.set_cookie("session", "alice")
-    task = client.send(data={"skill": "entity.users", "operation": "get",
-                             "arguments": {"id": 1}})["task"]
+    task = client.send(data={"skill": "entity.users", "operation": "get", "arguments": {"id": 1}})[
+        "task"
+    ]
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     assert text(task) == 'entity request failed: status 401: {"error":"Unauthorized"}'
     assert api.seen == []

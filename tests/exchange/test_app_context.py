@@ -67,8 +67,9 @@ class Seen:
         task.artifact([Part(data={"total": total})], name="summary")
 
 
-def invoice_app(make_app: t.Callable[..., Flask], tmp_path: Path, seen: Seen,
-                **options: t.Any) -> Flask:
+def invoice_app(
+    make_app: t.Callable[..., Flask], tmp_path: Path, seen: Seen, **options: t.Any
+) -> Flask:
     skills = options.pop("skills", None) or [
         Skill(id="summary", name="Summary", description="Sums.", handler=seen.summary)
     ]
@@ -86,10 +87,13 @@ def invoice_app(make_app: t.Callable[..., Flask], tmp_path: Path, seen: Seen,
 
     with app.app_context():
         db.create_all()
-        db.session.add_all([
-            Invoice(owner="alice", amount=12), Invoice(owner="alice", amount=30),
-            Invoice(owner="bob", amount=500),
-        ])
+        db.session.add_all(
+            [
+                Invoice(owner="alice", amount=12),
+                Invoice(owner="alice", amount=30),
+                Invoice(owner="bob", amount=500),
+            ]
+        )
         db.session.commit()
     return app
 
@@ -174,9 +178,12 @@ def test_resumed_run_has_the_app_context(
             return
         task.artifact([Part(data={"total": total, "year": task.message.text})])
 
-    app = invoice_app(make_app, tmp_path, seen, skills=[
-        Skill(id="ask", name="Ask", description="Asks, then sums.", handler=ask_then_sum)
-    ])
+    app = invoice_app(
+        make_app,
+        tmp_path,
+        seen,
+        skills=[Skill(id="ask", name="Ask", description="Asks, then sums.", handler=ask_then_sum)],
+    )
     client = A2ATestClient(app, token="alice")
     paused = client.send(skill="ask")["task"]
     assert paused["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", paused
@@ -213,9 +220,13 @@ def test_handed_off_work_and_task_updater_writes_have_the_app_context(
         handed.append(task.id)
 
     store = ContextRecordingStore()
-    app = invoice_app(make_app, tmp_path, seen, store=store, skills=[
-        Skill(id="queue", name="Queue", description="Hands off.", handler=queue)
-    ])
+    app = invoice_app(
+        make_app,
+        tmp_path,
+        seen,
+        store=store,
+        skills=[Skill(id="queue", name="Queue", description="Hands off.", handler=queue)],
+    )
     client = A2ATestClient(app, token="alice")
     working = client.send(skill="queue")["task"]
     assert working["status"]["state"] == "TASK_STATE_WORKING", working
@@ -244,10 +255,19 @@ def test_handed_off_work_and_task_updater_writes_have_the_app_context(
 def test_task_updater_inside_the_workers_own_context_leaves_it_alone(
     make_app: t.Callable[..., Flask], tmp_path: Path, seen: Seen
 ) -> None:
-    app = invoice_app(make_app, tmp_path, seen, skills=[
-        Skill(id="queue", name="Queue", description="Hands off.",
-              handler=lambda task: task.hand_off())
-    ])
+    app = invoice_app(
+        make_app,
+        tmp_path,
+        seen,
+        skills=[
+            Skill(
+                id="queue",
+                name="Queue",
+                description="Hands off.",
+                handler=lambda task: task.hand_off(),
+            )
+        ],
+    )
     client = A2ATestClient(app, token="alice")
     task_id = client.send(skill="queue")["task"]["id"]
     with app.app_context():  # the worker's own context (its own db.session work)

@@ -116,9 +116,14 @@ def test_a_held_run_past_its_write_still_meets_its_deadline(
         release.wait(10)  # no task.check(): only the deadline's timer can end the send
 
     skills = [Skill(id="deaf", name="deaf", description="deaf", handler=deaf)]
-    app = make_app(skills=skills, store=store, config={
-        "A2A_BLOCKING_WRITE_DELAY": 0.05, "A2A_TASK_TIMEOUT": 0.6,
-    })
+    app = make_app(
+        skills=skills,
+        store=store,
+        config={
+            "A2A_BLOCKING_WRITE_DELAY": 0.05,
+            "A2A_TASK_TIMEOUT": 0.6,
+        },
+    )
     client = A2ATestClient(app, token="alice")
     answers: list[t.Any] = []
     thread = threading.Thread(target=lambda: answers.append(client.send("go", skill="deaf")))

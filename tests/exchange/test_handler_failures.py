@@ -53,8 +53,10 @@ def explains(task: TaskContext) -> None:
 
 @pytest.fixture
 def client(make_app: t.Callable[..., Flask]) -> A2ATestClient:
-    skills = [Skill(id=f.__name__, name=f.__name__, description="x", handler=f)
-              for f in (boom, leaky, chained, explains)]
+    skills = [
+        Skill(id=f.__name__, name=f.__name__, description="x", handler=f)
+        for f in (boom, leaky, chained, explains)
+    ]
     return A2ATestClient(make_app(skills=skills), token="alice")
 
 
@@ -107,7 +109,8 @@ def test_what_the_exception_held_never_reaches_the_caller(
     assert response.status_code == 200 and "tok-123" not in response.get_data(as_text=True)
     last = events[-1]["result"]["statusUpdate"]["status"]
     assert last["state"] == "TASK_STATE_FAILED" and status_text({"status": last}) == (
-        "skill handler failed")
+        "skill handler failed"
+    )
     assert caplog.text.count("ValueError: SELECT * FROM users") == 2  # the log keeps it
 
 
@@ -155,8 +158,11 @@ def test_scrub_escapes_control_bidi_and_format_characters(char: str) -> None:
     out = scrub(f"a{char}b")
     assert char not in out and out.startswith("a\\") and out.endswith("b")
     code = ord(char)
-    expected = f"\\x{code:02x}" if code < 0x100 else (
-        f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    expected = (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    )
     assert out == f"a{expected}b"
 
 

@@ -21,8 +21,12 @@ pytestmark = pytest.mark.usefixtures("binding")
 def gate_app(make_app: t.Callable[..., Flask], gate: Gate, **kw: t.Any) -> Flask:
     skills = [
         Skill(id="gate", name="Gate", description="Gate.", handler=gate.handler),
-        Skill(id="echo", name="Echo", description="Echo.",
-              handler=lambda task: task.artifact([Part(text="e")])),
+        Skill(
+            id="echo",
+            name="Echo",
+            description="Echo.",
+            handler=lambda task: task.artifact([Part(text="e")]),
+        ),
     ]
     return make_app(skills=skills, **kw)
 
@@ -92,8 +96,11 @@ def _finish_outside(exchange: t.Any, task_id: str) -> None:
 def test_handed_off_task_obeys_cancel_and_survives_shutdown(
     make_app: t.Callable[..., Flask],
 ) -> None:
-    app = make_app(skills=[Skill(id="job", name="Job", description="Job.",
-                                 handler=lambda task: task.hand_off())])
+    app = make_app(
+        skills=[
+            Skill(id="job", name="Job", description="Job.", handler=lambda task: task.hand_off())
+        ]
+    )
     client = A2ATestClient(app, token="alice")
     kept = client.send(skill="job")["task"]
     canceled = client.send(skill="job")["task"]
@@ -217,20 +224,32 @@ def test_stream_ends_when_the_caller_moves_to_another_tenant(
 
 def test_one_a2a_per_app_and_at_least_one_skill() -> None:
     app = Flask("x")
-    A2A(app, skills=[Skill(id="e", name="E", description="E.", handler=lambda t: None)],
-        principal=token_principal)
+    A2A(
+        app,
+        skills=[Skill(id="e", name="E", description="E.", handler=lambda t: None)],
+        principal=token_principal,
+    )
     with pytest.raises(RuntimeError, match="already registered"):
-        A2A(app, skills=[Skill(id="e", name="E", description="E.", handler=lambda t: None)],
-            principal=token_principal)
+        A2A(
+            app,
+            skills=[Skill(id="e", name="E", description="E.", handler=lambda t: None)],
+            principal=token_principal,
+        )
     with pytest.raises(ValueError, match="at least one skill"):
         A2A(Flask("y"), skills=[], principal=token_principal)
     taken = Flask("z")
     taken.add_url_rule("/a2a", "mine", lambda: "mine")
     with pytest.raises(RuntimeError, match="already routed"):
-        A2A(taken, skills=[Skill(id="e", name="E", description="E.", handler=lambda t: None)],
-            principal=token_principal)
+        A2A(
+            taken,
+            skills=[Skill(id="e", name="E", description="E.", handler=lambda t: None)],
+            principal=token_principal,
+        )
     bad = Flask("w")
     bad.config["A2A_PATH"] = "a2a"
     with pytest.raises(ValueError, match="must start with"):
-        A2A(bad, skills=[Skill(id="e", name="E", description="E.", handler=lambda t: None)],
-            principal=token_principal)
+        A2A(
+            bad,
+            skills=[Skill(id="e", name="E", description="E.", handler=lambda t: None)],
+            principal=token_principal,
+        )

@@ -33,8 +33,9 @@ def strict(**config: t.Any) -> tuple[Flask, A2ATestClient]:
     return app, A2ATestClient(app, token="alice-token")
 
 
-def send(client: A2ATestClient, parts: list[dict[str, t.Any]], skill: str,
-         **configuration: t.Any) -> t.Any:
+def send(
+    client: A2ATestClient, parts: list[dict[str, t.Any]], skill: str, **configuration: t.Any
+) -> t.Any:
     message = {"messageId": os.urandom(8).hex(), "role": "ROLE_USER", "parts": parts,
                "metadata": {"skill": skill}}  # fmt: skip
     params: dict[str, t.Any] = {"message": message}
@@ -149,10 +150,12 @@ def test_the_default_logs_what_refuse_would_refuse(caplog: pytest.LogCaptureFixt
         answered = send(client, [{"text": "hi"}], "json_only")
     assert answered.result["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     lines = [r.getMessage() for r in caplog.records if "A2A_CHECK_MEDIA_TYPES" in r.getMessage()]
-    assert lines == [(
-        "a2a: A2A_CHECK_MEDIA_TYPES=refuse would refuse this message (-32005): "
-        "message.parts[0] is text/plain; skill 'json_only' accepts application/json"
-    )]
+    assert lines == [
+        (
+            "a2a: A2A_CHECK_MEDIA_TYPES=refuse would refuse this message (-32005): "
+            "message.parts[0] is text/plain; skill 'json_only' accepts application/json"
+        )
+    ]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="flask_a2a"):
         send(client, [{"data": {}}], "json_only")  # nothing to say
@@ -173,8 +176,11 @@ def test_the_setting_reads_booleans_and_refuses_other_words() -> None:
     app = Flask("bad")
     app.config["A2A_CHECK_MEDIA_TYPES"] = "strict"
     with pytest.raises(ConfigError, match="A2A_CHECK_MEDIA_TYPES must be one of"):
-        A2A(app, skills=[Skill(id="e", name="E", description="E.", handler=echo)],
-            principal=lambda: Principal("a"))
+        A2A(
+            app,
+            skills=[Skill(id="e", name="E", description="E.", handler=echo)],
+            principal=lambda: Principal("a"),
+        )
 
 
 @pytest.mark.jsonrpc_only("pure functions")
@@ -195,7 +201,10 @@ def test_over_a_live_gevent_server() -> None:
         message = {"messageId": "g-1", "role": "ROLE_USER", "parts": [{"text": "hi"}],
                    "metadata": {"skill": "json_only"}}  # fmt: skip
         body: dict[str, t.Any] = {
-            "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {"message": message},
         }
         status, doc = post(url + "/a2a", body)
         assert status == 200 and doc["error"]["code"] == -32005
@@ -210,7 +219,9 @@ def test_over_a_live_gevent_server() -> None:
 
 def post(url: str, body: t.Any) -> tuple[int, t.Any]:
     request = urllib.request.Request(
-        url, json.dumps(body).encode(), method="POST",
+        url,
+        json.dumps(body).encode(),
+        method="POST",
         headers={"Content-Type": "application/json", "Authorization": "Bearer alice-token"},
     )
     try:

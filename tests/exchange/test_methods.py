@@ -18,7 +18,6 @@ pytestmark = pytest.mark.usefixtures("binding")
 # ----------------------------------------------------------------------------- helpers
 
 
-
 def bounded(call: t.Callable[[], t.Any], on_timeout: t.Callable[[], None]) -> t.Any:
     """Run ``call`` but fail (after ``on_timeout`` unblocks it) if it does not return in 5 s."""
     out: list[t.Any] = []
@@ -31,7 +30,6 @@ def bounded(call: t.Callable[[], t.Any], on_timeout: t.Callable[[], None]) -> t.
         raise AssertionError("the call blocked")
     assert out, "the call raised"
     return out[0]
-
 
 
 def ask(task: TaskContext) -> None:
@@ -164,7 +162,10 @@ def test_history_length_on_send(client: A2ATestClient) -> None:
     resume = send_params("second", "ask", task_id=first["id"])
     full = client.rpc("SendMessage", resume).result["task"]
     assert [m["role"] for m in full["history"]] == [
-        "ROLE_USER", "ROLE_AGENT", "ROLE_USER", "ROLE_AGENT"
+        "ROLE_USER",
+        "ROLE_AGENT",
+        "ROLE_USER",
+        "ROLE_AGENT",
     ]
 
     other = paused_task(client)
@@ -202,9 +203,7 @@ def test_get_task_history_length(client: A2ATestClient) -> None:
     assert "history" not in client.rpc("GetTask", {"id": first["id"], "historyLength": 0}).result
     newest = client.rpc("GetTask", {"id": first["id"], "historyLength": 2}).result["history"]
     assert newest == full[-2:]
-    assert client.rpc("GetTask", {"id": first["id"], "historyLength": 99}).result[
-        "history"
-    ] == full
+    assert client.rpc("GetTask", {"id": first["id"], "historyLength": 99}).result["history"] == full
     assert client.rpc("GetTask", {"id": first["id"], "historyLength": -1}).code == -32602
 
 
@@ -478,7 +477,8 @@ def test_extended_card_hook(make_app: t.Callable[..., Flask]) -> None:
     app = make_app(extended_card=lambda p: {"name": "Extended", "description": p.owner})
     client = A2ATestClient(app, token="alice")
     assert client.rpc("GetExtendedAgentCard", {}).result == {
-        "name": "Extended", "description": "alice"
+        "name": "Extended",
+        "description": "alice",
     }
 
 

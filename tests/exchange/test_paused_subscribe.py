@@ -126,8 +126,7 @@ def test_a_second_pause_after_the_resume_ends_the_stream_there(aclient: A2ATestC
     assert rest(stream) == ["WORKING", "INPUT_REQUIRED"]
     # A subscribe on the new pause waits for it in turn.
     stream = frames(open_stream(aclient, task_id))
-    assert event(next(stream))["task"]["status"]["message"]["parts"] == [
-        {"text": "name, really?"}]
+    assert event(next(stream))["task"]["status"]["message"]["parts"] == [{"text": "name, really?"}]
     aclient.send("Grace", task_id=task_id)
     assert rest(stream) == ["WORKING", "artifact:hi Grace", "COMPLETED"]
 
@@ -208,8 +207,12 @@ def test_a_subscribe_that_watched_the_task_pause_still_closes_at_the_pause(
     app = make_app(skills=[Skill(id="later", name="Later", description="L.", handler=later)])
     client = A2ATestClient(app, token="alice")
     task = client.send(skill="later", configuration={"returnImmediately": True})["task"]
-    assert wait_for(lambda: client.rpc("GetTask", {"id": task["id"]}).result["status"][
-        "state"] == "TASK_STATE_WORKING")
+    assert wait_for(
+        lambda: (
+            client.rpc("GetTask", {"id": task["id"]}).result["status"]["state"]
+            == "TASK_STATE_WORKING"
+        )
+    )
     stream = frames(open_stream(client, task["id"]))
     assert label(event(next(stream))) == "WORKING"
     go.set()
@@ -231,15 +234,22 @@ def test_a_subscriber_on_b_sees_a_resume_on_a_and_the_completion(
     asker = Asker(hold=True)
     skills = [Skill(id="ask", name="Ask", description="Ask.", handler=asker.handler)]
     config = {"A2A_REPLICA_POLL_INTERVAL": 0.05, "A2A_KEEPALIVE_INTERVAL": 5.0}
-    a = A2ATestClient(make_app(skills=skills, config=config,
-                               store=new_store(table_prefix=prefix)), "alice")
-    b = A2ATestClient(make_app(skills=skills, config=config,
-                               store=new_store(table_prefix=prefix)), "alice")
+    a = A2ATestClient(
+        make_app(skills=skills, config=config, store=new_store(table_prefix=prefix)), "alice"
+    )
+    b = A2ATestClient(
+        make_app(skills=skills, config=config, store=new_store(table_prefix=prefix)), "alice"
+    )
     task_id = paused_task(a)
     stream = frames(open_stream(b, task_id))
     assert label(event(next(stream))) == "INPUT_REQUIRED"
-    resumed = a.rpc("SendMessage", {"message": a.message("Ada", task_id=task_id),
-                                    "configuration": {"returnImmediately": True}}).result
+    resumed = a.rpc(
+        "SendMessage",
+        {
+            "message": a.message("Ada", task_id=task_id),
+            "configuration": {"returnImmediately": True},
+        },
+    ).result
     assert resumed["task"]["status"]["state"] == "TASK_STATE_WORKING"
     assert asker.resumed.wait(10)
     # B's poll shows the resumed task while A's run still holds it WORKING…
@@ -258,10 +268,12 @@ def test_a_second_pause_on_a_ends_the_stream_on_b(
     asker = Asker()
     skills = [Skill(id="ask", name="Ask", description="Ask.", handler=asker.handler)]
     config = {"A2A_REPLICA_POLL_INTERVAL": 0.05, "A2A_KEEPALIVE_INTERVAL": 5.0}
-    a = A2ATestClient(make_app(skills=skills, config=config,
-                               store=new_store(table_prefix=prefix)), "alice")
-    b = A2ATestClient(make_app(skills=skills, config=config,
-                               store=new_store(table_prefix=prefix)), "alice")
+    a = A2ATestClient(
+        make_app(skills=skills, config=config, store=new_store(table_prefix=prefix)), "alice"
+    )
+    b = A2ATestClient(
+        make_app(skills=skills, config=config, store=new_store(table_prefix=prefix)), "alice"
+    )
     task_id = paused_task(a)
     stream = frames(open_stream(b, task_id))
     event(next(stream))

@@ -295,9 +295,7 @@ def test_a_stream_whose_handler_never_acts_shows_its_task_after_the_write_delay(
     canceled = client.rpc("CancelTask", {"id": quiet.task_id}).result
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
     rest = [client.event(e) for e in parse_sse(b"".join(frames).decode())]
-    assert [e["result"]["statusUpdate"]["status"]["state"] for e in rest] == [
-        "TASK_STATE_CANCELED"
-    ]
+    assert [e["result"]["statusUpdate"]["status"]["state"] for e in rest] == ["TASK_STATE_CANCELED"]
 
 
 def test_a_held_stream_task_is_invisible_until_shown(make_app: t.Callable[..., Flask]) -> None:

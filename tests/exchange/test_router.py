@@ -73,8 +73,9 @@ def test_the_first_data_part_carrying_skill_is_used() -> None:
 
 def test_null_names_nothing_and_the_next_place_is_read() -> None:
     calls = Calls()
-    msg = message(Part(data={"skill": None}), Part(data={"skill": "weather.now"}),
-                  metadata={"skill": None})
+    msg = message(
+        Part(data={"skill": None}), Part(data={"skill": "weather.now"}), metadata={"skill": None}
+    )
     assert route(msg, calls.table).skill is calls.table["weather.now"]
     only = Calls(["solo"])
     assert route(message(metadata={"skill": None}), only.table).skill is only.table["solo"]
@@ -111,8 +112,11 @@ def test_the_asked_name_is_quoted_and_bounded() -> None:
 
 @pytest.mark.parametrize(
     "msg",
-    [message(Part(text="please list my invoices")), message(Part(data={"operation": "list"})),
-     message(metadata={"intent": "invoices.list"})],
+    [
+        message(Part(text="please list my invoices")),
+        message(Part(data={"operation": "list"})),
+        message(metadata={"intent": "invoices.list"}),
+    ],
 )
 def test_unnamed_with_several_skills_is_rejected_listing_no_skill(msg: Message) -> None:
     routed = route(msg, Calls().table)
@@ -158,7 +162,7 @@ def test_named_skills_run_by_metadata_or_data_part(make_app: t.Callable[..., Fla
 
 
 def test_unknown_skill_with_one_registered_is_rejected_and_stored(
-    make_app: t.Callable[..., Flask]
+    make_app: t.Callable[..., Flask],
 ) -> None:
     calls = Calls(["solo"])
     client = client_for(make_app, calls)
@@ -173,8 +177,10 @@ def test_unknown_skill_with_one_registered_is_rejected_and_stored(
 
 def test_a_rejection_takes_no_run_slot(make_app: t.Callable[..., Flask]) -> None:
     gate = Gate()
-    skills = [Skill(id="gate", name="Gate", description="Blocks.", handler=gate.handler),
-              Skill(id="other", name="Other", description="Unused.", handler=gate.handler)]
+    skills = [
+        Skill(id="gate", name="Gate", description="Blocks.", handler=gate.handler),
+        Skill(id="other", name="Other", description="Unused.", handler=gate.handler),
+    ]
     app = make_app(skills=skills, config={"A2A_MAX_CONCURRENT_RUNS_PER_OWNER": 1})
     client = A2ATestClient(app, token="alice")
     exchange = app.extensions["a2a"].exchange
@@ -190,7 +196,8 @@ def test_a_rejection_takes_no_run_slot(make_app: t.Callable[..., Flask]) -> None
         for task in rejected:
             refusal_text(task)
             assert client.rpc("GetTask", {"id": task["id"]}).result["status"]["state"] == (
-                "TASK_STATE_REJECTED")
+                "TASK_STATE_REJECTED"
+            )
         assert exchange.slots.held("alice") == 1
         assert gate.calls == 1
     finally:
@@ -205,8 +212,9 @@ def test_a_rejection_takes_no_run_slot(make_app: t.Callable[..., Flask]) -> None
 
 # ------------------------------------------------- a metadata.skill that is not a name (issue 14)
 
-NOT_NAMES = pytest.mark.parametrize("value", ["", None, 5, {}, [], True],
-                                    ids=["empty", "null", "number", "object", "list", "bool"])
+NOT_NAMES = pytest.mark.parametrize(
+    "value", ["", None, 5, {}, [], True], ids=["empty", "null", "number", "object", "list", "bool"]
+)
 
 
 def send_with_metadata_skill(
@@ -251,15 +259,18 @@ def test_a_non_name_in_a_data_part_is_skipped(make_app: t.Callable[..., Flask]) 
     calls = Calls()
     client = client_for(make_app, calls)
     message = client.message("hi")
-    message["parts"] = [{"data": {"skill": ""}}, {"data": {"skill": 7}},
-                        {"data": {"skill": "invoices.list"}}]
+    message["parts"] = [
+        {"data": {"skill": ""}},
+        {"data": {"skill": 7}},
+        {"data": {"skill": "invoices.list"}},
+    ]
     task = client.rpc("SendMessage", {"message": message}).result["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert calls.ran == ["invoices.list"]
 
 
 def test_an_unknown_name_has_its_format_characters_escaped(
-    make_app: t.Callable[..., Flask]
+    make_app: t.Callable[..., Flask],
 ) -> None:
     client = client_for(make_app, Calls())
     task = client.send("hi", skill="x\u202egpj.exe\x9b\u2066")["task"]

@@ -130,18 +130,32 @@ def test_inline_runs_count_against_the_pool(
     make_app: t.Callable[..., Flask], runner_kind: str, gate: Gate
 ) -> None:
     app = make_app(
-        skills=[Skill(id="gate", name="gate", description="gate", handler=gate.handler),
-                Skill(id="echo", name="echo", description="echo",
-                      handler=lambda task: task.artifact([Part(text="e")]))],
+        skills=[
+            Skill(id="gate", name="gate", description="gate", handler=gate.handler),
+            Skill(
+                id="echo",
+                name="echo",
+                description="echo",
+                handler=lambda task: task.artifact([Part(text="e")]),
+            ),
+        ],
         runner_size=1,
         config={"A2A_BLOCKING_WRITE_DELAY": 0},
     )
     client = A2ATestClient(app, token="alice")
     join = in_background(runner_kind, lambda: client.send("x", skill="gate"))
     assert gate.entered.wait(10)
-    refused = client.rpc("SendMessage", {"message": {
-        "messageId": "m-2", "role": "ROLE_USER", "parts": [{"text": "y"}],
-        "metadata": {"skill": "echo"}}})
+    refused = client.rpc(
+        "SendMessage",
+        {
+            "message": {
+                "messageId": "m-2",
+                "role": "ROLE_USER",
+                "parts": [{"text": "y"}],
+                "metadata": {"skill": "echo"},
+            }
+        },
+    )
     assert refused.code == -32004
     assert "server" in refused.error["message"]
     gate.release.set()

@@ -269,7 +269,6 @@ def test_a_lapsed_task_is_settled_once_the_store_answered_a_whole_lease(
     assert wait_for(lambda: state_of(client, task_id)["state"] == "TASK_STATE_FAILED")
 
 
-
 @pytest.mark.parametrize("store_kind", [
     pytest.param("postgres", marks=pytest.mark.postgres),
     pytest.param("mysql", marks=pytest.mark.mysql),

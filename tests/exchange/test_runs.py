@@ -146,9 +146,7 @@ def test_per_owner_cap_refuses_before_writing(make_app: t.Callable[..., Flask], 
     assert state(client.send("x", skill="echo")["task"]) == "TASK_STATE_COMPLETED"
 
 
-def test_negative_per_owner_cap_is_unlimited(
-    make_app: t.Callable[..., Flask], gate: Gate
-) -> None:
+def test_negative_per_owner_cap_is_unlimited(make_app: t.Callable[..., Flask], gate: Gate) -> None:
     app, client = app_with(make_app, gate, {"A2A_MAX_CONCURRENT_RUNS_PER_OWNER": -1})
     for _ in range(20):  # past the default of 16
         assert start_gate(client).result["task"]
@@ -192,9 +190,7 @@ def test_resume_while_slots_are_taken_leaves_the_paused_task_as_it_was(
     make_app: t.Callable[..., Flask], gate: Gate
 ) -> None:
     store = CountingStore()
-    app, client = app_with(
-        make_app, gate, {"A2A_MAX_CONCURRENT_RUNS_PER_OWNER": 1}, store=store
-    )
+    app, client = app_with(make_app, gate, {"A2A_MAX_CONCURRENT_RUNS_PER_OWNER": 1}, store=store)
     paused = client.send("first", skill="ask")["task"]
     assert state(paused) == "TASK_STATE_INPUT_REQUIRED"
     before = store.get_task(paused["id"])
@@ -292,8 +288,11 @@ def test_every_mutation_past_the_deadline_raises(
     # The timer never fires: the run's own clock must refuse, and the run must still settle.
     runner = FrozenTimers(make_runner())
     app, client = app_with(
-        make_app, config={"A2A_TASK_TIMEOUT": 0.2, "A2A_BLOCKING_WRITE_DELAY": 0}, slow=slow,
-        runner=runner, store=store
+        make_app,
+        config={"A2A_TASK_TIMEOUT": 0.2, "A2A_BLOCKING_WRITE_DELAY": 0},
+        slow=slow,
+        runner=runner,
+        store=store,
     )
     task = client.send("x", skill="slow")["task"]
     assert outcomes == dict.fromkeys(outcomes, "refused") and len(outcomes) == 7
@@ -315,7 +314,9 @@ def test_handler_that_swallows_the_deadline_still_fails(
             threading.Event().wait(0.005)
 
     app, client = app_with(
-        make_app, config={"A2A_TASK_TIMEOUT": 0.2}, stubborn=stubborn,
+        make_app,
+        config={"A2A_TASK_TIMEOUT": 0.2},
+        stubborn=stubborn,
         runner=FrozenTimers(make_runner()),
     )
     task = client.send("x", skill="stubborn")["task"]
@@ -490,8 +491,9 @@ def test_retention_tiers_never_delete_each_other(make_app: t.Callable[..., Flask
 
 
 def test_in_flight_tasks_are_never_trimmed(make_app: t.Callable[..., Flask], gate: Gate) -> None:
-    app, client = app_with(make_app, gate, {"A2A_TERMINAL_TASK_RETENTION": 1,
-                                            "A2A_PAUSED_TASK_RETENTION": 1})
+    app, client = app_with(
+        make_app, gate, {"A2A_TERMINAL_TASK_RETENTION": 1, "A2A_PAUSED_TASK_RETENTION": 1}
+    )
     running = start_gate(client).result["task"]
     paused = client.send("p", skill="ask")["task"]
     settle_n(client, 3)
@@ -501,8 +503,7 @@ def test_in_flight_tasks_are_never_trimmed(make_app: t.Callable[..., Flask], gat
     )
     gate.release.set()
     assert wait_for(
-        lambda: state(client.rpc("GetTask", {"id": running["id"]}).result)
-        == "TASK_STATE_COMPLETED"
+        lambda: state(client.rpc("GetTask", {"id": running["id"]}).result) == "TASK_STATE_COMPLETED"
     )
     assert len(ids_of(client, status="TASK_STATE_COMPLETED")) == 1
 
@@ -542,6 +543,8 @@ def test_retention_knob_values(
     skill = "echo" if "TERMINAL" in knob else "ask"
     for i in range(n):
         client.send(f"t{i}", skill=skill)
-    page = client.rpc("ListTasks", {"status": "TASK_STATE_COMPLETED" if skill == "echo"
-                                    else "TASK_STATE_INPUT_REQUIRED"}).result
+    page = client.rpc(
+        "ListTasks",
+        {"status": "TASK_STATE_COMPLETED" if skill == "echo" else "TASK_STATE_INPUT_REQUIRED"},
+    ).result
     assert page["totalSize"] == kept

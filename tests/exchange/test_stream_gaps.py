@@ -62,7 +62,10 @@ def event(version: int, final: bool = False) -> BusEvent:
 def test_consecutive_events_are_sent_as_they_are_without_reading_the_store() -> None:
     store = Store()
     assert shown(Bus(), store, [event(2), event(3), event(4, final=True)]) == [
-        "task@1", "event@2", "event@3", "event@4"
+        "task@1",
+        "event@2",
+        "event@3",
+        "event@4",
     ]
     assert store.reads == 0
 
@@ -101,9 +104,7 @@ def test_a_final_stored_task_ends_the_stream() -> None:
 
 def test_a_gap_the_store_cannot_fill_sends_the_event_itself() -> None:
     store = Store()  # the read fails or finds nothing newer (logged by the exchange's feed)
-    assert shown(Bus(), store, [event(4), event(5, final=True)]) == [
-        "task@1", "event@4", "event@5"
-    ]
+    assert shown(Bus(), store, [event(4), event(5, final=True)]) == ["task@1", "event@4", "event@5"]
 
 
 def test_a_held_stream_ignores_a_lost_notice() -> None:

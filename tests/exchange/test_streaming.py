@@ -103,8 +103,13 @@ def test_stream_sends_snapshot_then_events_in_order_then_closes(
     assert list(results[0]) == ["task"]
     assert results[0]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
     kinds = [next(iter(r)) for r in results[1:]]
-    assert kinds == ["statusUpdate", "artifactUpdate", "artifactUpdate", "artifactUpdate",
-                     "statusUpdate"]
+    assert kinds == [
+        "statusUpdate",
+        "artifactUpdate",
+        "artifactUpdate",
+        "artifactUpdate",
+        "statusUpdate",
+    ]
     texts = [r["artifactUpdate"]["artifact"]["parts"][0]["text"] for r in results[2:5]]
     assert texts == ["chunk-0", "chunk-1", "chunk-2"]
     assert [r["artifactUpdate"].get("append", False) for r in results[2:5]] == [False, True, True]
@@ -125,8 +130,9 @@ def test_subscribe_skips_what_the_snapshot_already_holds(
     chunks.step.release()
     chunks.step.release()
     rest = [e["result"] for e in map(events_of, (f for f in it if not f.startswith(":")))]
-    appended = [r["artifactUpdate"]["artifact"]["parts"][0]["text"] for r in rest
-                if "artifactUpdate" in r]
+    appended = [
+        r["artifactUpdate"]["artifact"]["parts"][0]["text"] for r in rest if "artifactUpdate" in r
+    ]
     assert appended == ["chunk-1", "chunk-2"]  # chunk-0 is never applied twice
     assert rest[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
     final = sclient.rpc("GetTask", {"id": task["id"]}).result
@@ -175,8 +181,9 @@ def test_seat_cap_refuses_with_429_and_writes_nothing(
     assert refused.code == -31429
     assert client.rpc("ListTasks", {}).result["totalSize"] == 1  # no task row written
     assert exchange.slots.held("alice") == runs_before  # no run slot taken
-    other = open_stream(client, "SendStreamingMessage", {"message": client.message(skill="gate")},
-                        token="bob")
+    other = open_stream(
+        client, "SendStreamingMessage", {"message": client.message(skill="gate")}, token="bob"
+    )
     assert other.status_code == 200  # another owner has their own seats
     gate.release.set()
     list(it)
@@ -265,8 +272,9 @@ def test_stream_closes_at_input_required_and_resume_streams_on(
 def test_cancel_reaches_every_subscriber(sclient: A2ATestClient, gate: Gate) -> None:
     task = sclient.send(skill="gate", configuration={"returnImmediately": True})["task"]
     assert gate.entered.wait(5)
-    streams = [frames(open_stream(sclient, "SubscribeToTask", {"id": task["id"]}))
-               for _ in range(3)]
+    streams = [
+        frames(open_stream(sclient, "SubscribeToTask", {"id": task["id"]})) for _ in range(3)
+    ]
     for it in streams:
         next_event(it)
     assert sclient.rpc("CancelTask", {"id": task["id"]}).result["status"]["state"] == (
@@ -308,13 +316,17 @@ def test_closing_a_stream_nobody_started_reading_frees_its_seat(
     exchange = stream_app.extensions["a2a"].exchange
     binds = (exchange.settings, exchange.methods, exchange.extensions)
     params = {"message": Client.message(skill="gate")}
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-                       "params": params}).encode()
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params}
+    ).encode()
     if binding == "rest":
         body = json.dumps(params).encode()
     http = HTTPRequest(
-        method="POST", headers={"Content-Type": "application/json"}, host="localhost",
-        content_length=len(body), read_body=io.BytesIO(body).read,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+        host="localhost",
+        content_length=len(body),
+        read_body=io.BytesIO(body).read,
         resolve_principal=lambda: exchange_principal(),
     )
     if binding == "rest":
@@ -421,14 +433,26 @@ def test_a_stream_is_handed_to_the_server_as_is_unless_on_close_callbacks_wait(
 
     sclient = A2ATestClient(stream_app, token="alice")
     task_id = sclient.send(skill="gate", configuration={"returnImmediately": True})["task"]["id"]
-    body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask",
-                       "params": {"id": task_id}})
-    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/a2a", "SERVER_NAME": "localhost",
-               "SERVER_PORT": "80", "wsgi.url_scheme": "http", "CONTENT_TYPE": "application/json",
-               "HTTP_AUTHORIZATION": "Bearer alice", "HTTP_A2A_VERSION": "1.0",
-               "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body.encode()),
-               "wsgi.errors": io.StringIO(), "wsgi.multithread": True,
-               "wsgi.multiprocess": False, "wsgi.run_once": False, "wsgi.version": (1, 0)}
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask", "params": {"id": task_id}}
+    )
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/a2a",
+        "SERVER_NAME": "localhost",
+        "SERVER_PORT": "80",
+        "wsgi.url_scheme": "http",
+        "CONTENT_TYPE": "application/json",
+        "HTTP_AUTHORIZATION": "Bearer alice",
+        "HTTP_A2A_VERSION": "1.0",
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.input": io.BytesIO(body.encode()),
+        "wsgi.errors": io.StringIO(),
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "wsgi.version": (1, 0),
+    }
     app_iter = stream_app.wsgi_app(dict(environ), lambda *a: None)  # type: ignore[arg-type]
     assert isinstance(app_iter, Relay)
     assert next(iter(app_iter)).startswith(b"data: ")

@@ -40,7 +40,9 @@ def exchange(app: Flask) -> t.Any:
 
 @pytest.fixture
 def make_pair(
-    make_app: t.Callable[..., Flask], tmp_path: t.Any, redis_prefix: str  # noqa: F811
+    make_app: t.Callable[..., Flask],
+    tmp_path: t.Any,
+    redis_prefix: str,  # noqa: F811
 ) -> t.Iterator[t.Callable[..., Pair]]:
     stores: list[SQLStore] = []
     table_prefix = f"a2a_{uuid.uuid4().hex[:10]}_"
@@ -162,7 +164,8 @@ def test_a_handed_off_task_settled_by_an_updater_on_b_reaches_a_stream_on_a(
 
 
 def test_runs_nobody_watches_write_nothing_to_redis(
-    make_pair: t.Callable[..., Pair], redis_prefix: str  # noqa: F811
+    make_pair: t.Callable[..., Pair],
+    redis_prefix: str,  # noqa: F811
 ) -> None:
     stepper = Stepper(3)
     pair = make_pair([stepper.skill()])
@@ -171,14 +174,17 @@ def test_runs_nobody_watches_write_nothing_to_redis(
     stepper.step(3)
     task_id = pair.a.send("go", configuration={"returnImmediately": True})["task"]["id"]
     assert wait_for(
-        lambda: pair.b.rpc("GetTask", {"id": task_id}).result["status"]["state"]
-        == "TASK_STATE_COMPLETED"
+        lambda: (
+            pair.b.rpc("GetTask", {"id": task_id}).result["status"]["state"]
+            == "TASK_STATE_COMPLETED"
+        )
     )
     assert keys_of(redis_prefix) == []
 
 
 def test_a_stream_ended_leaves_only_expiring_keys(
-    make_pair: t.Callable[..., Pair], redis_prefix: str  # noqa: F811
+    make_pair: t.Callable[..., Pair],
+    redis_prefix: str,  # noqa: F811
 ) -> None:
     import redis
 
@@ -295,11 +301,13 @@ def test_a_blocking_send_costs_the_redis_bus_nothing(
     try:
         import redis
 
-        app = make_app(config={
-            "A2A_REDIS_URL": server.url,
-            "A2A_TERMINAL_TASK_RETENTION": 2,
-            "A2A_REPLICA_POLL_INTERVAL": SLOW,
-        })
+        app = make_app(
+            config={
+                "A2A_REDIS_URL": server.url,
+                "A2A_TERMINAL_TASK_RETENTION": 2,
+                "A2A_REPLICA_POLL_INTERVAL": SLOW,
+            }
+        )
         client = A2ATestClient(app, "alice")
         client.send("warm", skill="echo")  # the bus's own set-up (its script, its reader)
         admin = redis.Redis.from_url(server.url)

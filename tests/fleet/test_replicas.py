@@ -48,9 +48,7 @@ class Replicas(t.NamedTuple):
 
 
 @pytest.fixture
-def replicas(
-    make_app: t.Callable[..., Flask], pair: tuple[t.Any, t.Any], gate: Gate
-) -> Replicas:
+def replicas(make_app: t.Callable[..., Flask], pair: tuple[t.Any, t.Any], gate: Gate) -> Replicas:
     skills = [Skill(id="gate", name="Gate", description="Waits.", handler=gate.handler)]
     config = {
         "A2A_REPLICA_POLL_INTERVAL": POLL,
@@ -179,8 +177,7 @@ def test_subscribe_on_b_follows_a_run_on_a(
     thread.join(10)
     assert not thread.is_alive()
     texts = [
-        "".join(p["text"] for p in e["result"]["task"]["artifacts"][0]["parts"])
-        for e in events
+        "".join(p["text"] for p in e["result"]["task"]["artifacts"][0]["parts"]) for e in events
     ]
     assert texts[:3] == ["0", "01", "012"] and texts[-1] == "0123"
     assert events[-1]["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -246,9 +243,7 @@ class Replica(LiveGunicorn):
 
     def stream(self, method: str, params: t.Any) -> requests.Response:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        return requests.post(
-            self.url + "/a2a", json=body, headers=ALICE, stream=True, timeout=10
-        )
+        return requests.post(self.url + "/a2a", json=body, headers=ALICE, stream=True, timeout=10)
 
 
 def events_of(response: requests.Response) -> t.Iterator[dict[str, t.Any]]:
@@ -332,8 +327,10 @@ def test_live_kill_9_of_the_running_replica_leaves_the_task_readable_and_cancela
     a, b = live_pair
     task_id = a.start("sleepy")
     assert wait_for(
-        lambda: b.rpc("GetTask", {"id": task_id})["result"]["status"]["state"]
-        == TaskState.WORKING.value
+        lambda: (
+            b.rpc("GetTask", {"id": task_id})["result"]["status"]["state"]
+            == TaskState.WORKING.value
+        )
     )
     a.kill9()
     got = b.rpc("GetTask", {"id": task_id})["result"]

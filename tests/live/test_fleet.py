@@ -83,8 +83,9 @@ def chunks(events: list[t.Any]) -> list[str]:
 
 
 def working(replica: Replica, task_id: str) -> bool:
-    return bool(replica.rpc("GetTask", {"id": task_id})["result"]["status"]["state"]
-                == "TASK_STATE_WORKING")
+    return bool(
+        replica.rpc("GetTask", {"id": task_id})["result"]["status"]["state"] == "TASK_STATE_WORKING"
+    )
 
 
 def bus_live(replica: Replica) -> bool:
@@ -126,8 +127,10 @@ def test_a_cancel_served_by_b_cuts_the_run_on_a_through_the_bus(fleet: Fleet) ->
     assert wait_for(lambda: requests.get(f"{a.url}/test/cut/{task_id}", timeout=5).ok)
     cut = requests.get(f"{a.url}/test/cut/{task_id}", timeout=5).json()
     latency = cut["at"] - canceled_at
-    print(f"\ncross-replica cancel cut latency over the Redis bus: {latency * 1000:.1f} ms "
-          f"(the CancelTask answer on B: {answered * 1000:.1f} ms)")
+    print(
+        f"\ncross-replica cancel cut latency over the Redis bus: {latency * 1000:.1f} ms "
+        f"(the CancelTask answer on B: {answered * 1000:.1f} ms)"
+    )
     assert cut["how"] == "TaskCanceled"
     assert latency < 1.0, latency
     assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
@@ -185,8 +188,10 @@ def rebuilt(events: list[t.Any]) -> dict[str, t.Any]:
     for event in events:
         result = event["result"]
         if "task" in result:
-            task = {"status": result["task"]["status"],
-                    "artifacts": [dict(a) for a in result["task"].get("artifacts", [])]}
+            task = {
+                "status": result["task"]["status"],
+                "artifacts": [dict(a) for a in result["task"].get("artifacts", [])],
+            }
         elif "artifactUpdate" in result:
             update = result["artifactUpdate"]
             artifact = update["artifact"]

@@ -18,6 +18,7 @@ from flask_a2a.exchange.runner import gevent_patched
 
 ROOT = Path(__file__).resolve().parents[2]
 
+
 def runner_modules() -> list[str]:
     """Modules whose tests build apps on the parametrized runner (``make_app``/``runner_kind``)."""
     return sorted(
@@ -39,9 +40,21 @@ BOOT = (
 def test_runner_suites_pass_under_gevent() -> None:
     modules = runner_modules()
     proc = subprocess.run(
-        [sys.executable, "-c", BOOT, "-q", "-p", "no:cacheprovider", "-p", "no:anyio",
-         "-W", "ignore::gevent.monkey.MonkeyPatchWarning", "-m", "not live and not interop",
-         *modules],
+        [
+            sys.executable,
+            "-c",
+            BOOT,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:anyio",
+            "-W",
+            "ignore::gevent.monkey.MonkeyPatchWarning",
+            "-m",
+            "not live and not interop",
+            *modules,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

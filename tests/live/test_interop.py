@@ -321,8 +321,9 @@ def test_subscribe_to_a_paused_task_sees_the_completion_over_the_sdk(
         async with http_client() as http:
             _, blocking = await connect(http, agent, transport, streaming=False)
             _, streaming = await connect(http, agent, transport, streaming=True)
-            (first,) = [e async for e in blocking.send_message(
-                SendMessageRequest(message=message("greet")))]
+            (first,) = [
+                e async for e in blocking.send_message(SendMessageRequest(message=message("greet")))
+            ]
             task = first.task
             assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             subscribed = asyncio.Event()
@@ -335,14 +336,21 @@ def test_subscribe_to_a_paused_task_sees_the_completion_over_the_sdk(
 
             reader = asyncio.create_task(subscriber())
             await asyncio.wait_for(subscribed.wait(), 10)
-            reply = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()),
-                            task_id=task.id, parts=[new_text_part("Ada")])
+            reply = Message(
+                role=Role.ROLE_USER,
+                message_id=str(uuid.uuid4()),
+                task_id=task.id,
+                parts=[new_text_part("Ada")],
+            )
             (done,) = [e async for e in blocking.send_message(SendMessageRequest(message=reply))]
             assert done.task.status.state == TaskState.TASK_STATE_COMPLETED
             await asyncio.wait_for(reader, 10)
             assert seen[0] == "task:TASK_STATE_INPUT_REQUIRED"
-            assert seen[1:] == ["status:TASK_STATE_WORKING", "artifact_update",
-                                "status:TASK_STATE_COMPLETED"]
+            assert seen[1:] == [
+                "status:TASK_STATE_WORKING",
+                "artifact_update",
+                "status:TASK_STATE_COMPLETED",
+            ]
             await blocking.close()
             await streaming.close()
 

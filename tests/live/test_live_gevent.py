@@ -35,8 +35,11 @@ class Gunicorn(LiveGunicorn):
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> t.Iterator[Gunicorn]:
-    env = {"FLASK_A2A_KEEPALIVE_INTERVAL": "0.5", "FLASK_A2A_MAX_STREAM_SEATS_PER_OWNER": "-1",
-           "FLASK_A2A_MAX_CONCURRENT_RUNS_PER_OWNER": "-1"}
+    env = {
+        "FLASK_A2A_KEEPALIVE_INTERVAL": "0.5",
+        "FLASK_A2A_MAX_STREAM_SEATS_PER_OWNER": "-1",
+        "FLASK_A2A_MAX_CONCURRENT_RUNS_PER_OWNER": "-1",
+    }
     env.update(getattr(request, "param", {}))
     gunicorn = Gunicorn("tests.live_app:create_app()", env)
     yield gunicorn
@@ -44,8 +47,12 @@ def server(request: pytest.FixtureRequest) -> t.Iterator[Gunicorn]:
 
 
 def message(skill: str, text: str = "hi") -> dict[str, t.Any]:
-    return {"messageId": f"m-{time.monotonic_ns()}", "role": "ROLE_USER",
-            "parts": [{"text": text}], "metadata": {"skill": skill}}
+    return {
+        "messageId": f"m-{time.monotonic_ns()}",
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+        "metadata": {"skill": skill},
+    }
 
 
 def test_send_message_over_gunicorn_gevent(server: Gunicorn) -> None:
@@ -60,10 +67,15 @@ def test_send_message_over_gunicorn_gevent(server: Gunicorn) -> None:
 
 
 def test_stream_delivers_events_as_they_happen(server: Gunicorn) -> None:
-    body = {"jsonrpc": "2.0", "id": "s", "method": "SendStreamingMessage",
-            "params": {"message": message("gate")}}
-    with requests.post(server.url + "/a2a", json=body, headers=ALICE, stream=True,
-                       timeout=30) as response:
+    body = {
+        "jsonrpc": "2.0",
+        "id": "s",
+        "method": "SendStreamingMessage",
+        "params": {"message": message("gate")},
+    }
+    with requests.post(
+        server.url + "/a2a", json=body, headers=ALICE, stream=True, timeout=30
+    ) as response:
         assert response.headers["Content-Type"].startswith("text/event-stream")
         lines = response.iter_lines(decode_unicode=True)
         states = []
@@ -120,13 +132,16 @@ def read_until_final(sockets: list[socket.socket], budget: float) -> tuple[int, 
 
 
 def open_sse(port: int, task_id: str) -> socket.socket:
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask",
-                       "params": {"id": task_id}}).encode()
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
+    ).encode()
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     sock.sendall(
         b"POST /a2a HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer alice-token\r\n"
-        b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode()
-        + b"\r\n\r\n" + body
+        b"Content-Type: application/json\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
     )
     return sock
 

@@ -22,7 +22,8 @@ ALICE = {"Authorization": "Bearer alice-token", "Content-Type": "application/jso
 @pytest.fixture(scope="module")
 def server() -> t.Iterator[LiveGunicorn]:
     gunicorn = LiveGunicorn(
-        "tests.live_app:create_ask_app()", chdir=str(ROOT),
+        "tests.live_app:create_ask_app()",
+        chdir=str(ROOT),
         env={"FLASK_A2A_KEEPALIVE_INTERVAL": "0.3"},
     )
     yield gunicorn
@@ -35,8 +36,12 @@ def rpc(server: LiveGunicorn, method: str, params: t.Any, request_id: t.Any = 1)
 
 
 def message(text: str = "", task_id: str | None = None) -> dict[str, t.Any]:
-    out: dict[str, t.Any] = {"messageId": f"m-{time.monotonic_ns()}", "role": "ROLE_USER",
-                             "parts": [{"text": text}], "metadata": {"skill": "ask"}}
+    out: dict[str, t.Any] = {
+        "messageId": f"m-{time.monotonic_ns()}",
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+        "metadata": {"skill": "ask"},
+    }
     if task_id:
         out["taskId"] = task_id
     return out
@@ -45,15 +50,20 @@ def message(text: str = "", task_id: str | None = None) -> dict[str, t.Any]:
 def open_sse(server: LiveGunicorn, method: str, params: t.Any) -> requests.Response:
     """What an SSE-only reader does: POST, then read ``data:`` lines (no JSON fallback)."""
     body = {"jsonrpc": "2.0", "id": "live", "method": method, "params": params}
-    response = requests.post(server.url + "/a2a", json=body, stream=True, timeout=30,
-                             headers={**ALICE, "Accept": "text/event-stream"})
+    response = requests.post(
+        server.url + "/a2a",
+        json=body,
+        stream=True,
+        timeout=30,
+        headers={**ALICE, "Accept": "text/event-stream"},
+    )
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("text/event-stream")
     return response
 
 
 def label(line: str) -> str:
-    doc = json.loads(line[len("data: "):])
+    doc = json.loads(line[len("data: ") :])
     result = doc["result"]
     if "artifactUpdate" in result:
         return "artifact:" + result["artifactUpdate"]["artifact"]["parts"][0]["text"]
@@ -100,6 +110,6 @@ def test_streaming_refusals_are_one_sse_error_event(server: LiveGunicorn) -> Non
         with open_sse(server, method, params) as response:
             lines = [line for line in response.iter_lines(decode_unicode=True) if line]
         assert len(lines) == 1 and lines[0].startswith("data: "), lines
-        doc = json.loads(lines[0][len("data: "):])
+        doc = json.loads(lines[0][len("data: ") :])
         assert doc["id"] == "live" and doc["error"]["code"] == -32001
         assert doc["error"]["message"] == "Task not found"

@@ -27,8 +27,12 @@ def send(url: str, n: int) -> dict[str, t.Any]:
         "messageId": f"m-{n}", "role": "ROLE_USER", "parts": [{"text": f"hi {n}"}],
         "metadata": {"skill": "echo"}}}}  # fmt: skip
     # A fresh connection each time, so both workers serve some.
-    answer = requests.post(url + "/a2a", json=body, timeout=30,
-                           headers={"Authorization": "Bearer alice-token", "Connection": "close"})
+    answer = requests.post(
+        url + "/a2a",
+        json=body,
+        timeout=30,
+        headers={"Authorization": "Bearer alice-token", "Connection": "close"},
+    )
     task: dict[str, t.Any] = answer.json()["result"]["task"]
     return task
 
@@ -44,8 +48,12 @@ def scraped(url: str, name: str, **labels: str) -> float:
 
 
 def spans_of(directory: Path) -> list[dict[str, t.Any]]:
-    return [json.loads(line) for path in sorted(directory.glob("spans-*.jsonl"))
-            for line in path.read_text().splitlines() if line.strip()]
+    return [
+        json.loads(line)
+        for path in sorted(directory.glob("spans-*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
 
 
 @pytest.mark.live
@@ -67,10 +75,20 @@ def test_spans_and_metrics_under_gunicorn_gevent_two_workers(tmp_path: Path) -> 
         assert all(task["status"]["state"] == "TASK_STATE_COMPLETED" for task in tasks)
         # One scrape, whichever worker answers it, counts every worker's runs.
         assert scraped(server.url, "a2a_runs_started_total", agent="default", skill="echo") == SENDS
-        assert scraped(server.url, "a2a_runs_settled_total", agent="default", skill="echo",
-                       state="completed") == SENDS
-        assert scraped(server.url, "a2a_run_duration_seconds_count", agent="default",
-                       skill="echo") == SENDS
+        assert (
+            scraped(
+                server.url,
+                "a2a_runs_settled_total",
+                agent="default",
+                skill="echo",
+                state="completed",
+            )
+            == SENDS
+        )
+        assert (
+            scraped(server.url, "a2a_run_duration_seconds_count", agent="default", skill="echo")
+            == SENDS
+        )
         assert scraped(server.url, "a2a_runs_live", agent="default", skill="echo") == 0
     finally:
         log = server.stop()

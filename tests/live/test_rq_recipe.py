@@ -54,10 +54,21 @@ def test_worker_process_settles_a_handed_off_task(
     assert next_event(stream)["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING"
 
     worker = subprocess.run(
-        [sys.executable, "-m", "rq.cli", "worker", "--burst", "--url", REDIS_URL,
-         env["A2A_QUEUE_NAME"]],
-        cwd=ROOT, env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "rq.cli",
+            "worker",
+            "--burst",
+            "--url",
+            REDIS_URL,
+            env["A2A_QUEUE_NAME"],
+        ],
+        cwd=ROOT,
+        env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert worker.returncode == 0, worker.stderr[-2000:]
 

@@ -30,11 +30,21 @@ pytestmark = pytest.mark.live
 
 ROOT = Path(__file__).resolve().parents[2]
 UNREADABLE = "a2a: request body unreadable"
-SEND = json.dumps({
-    "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-    "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}],
-                           "metadata": {"skill": "echo"}}},
-}).encode()
+SEND = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": "m-1",
+                "role": "ROLE_USER",
+                "parts": [{"text": "hi"}],
+                "metadata": {"skill": "echo"},
+            }
+        },
+    }
+).encode()
 
 #: (name, framing headers, the bytes sent as the body): bodies no server can read.
 MALFORMED = [
@@ -132,8 +142,12 @@ def rpc_body(method: str, params: t.Any) -> bytes:
 
 
 def gated_message(skill: str = "gate") -> dict[str, t.Any]:
-    return {"messageId": f"m-{time.monotonic_ns()}", "role": "ROLE_USER",
-            "parts": [{"text": "hold"}], "metadata": {"skill": skill}}
+    return {
+        "messageId": f"m-{time.monotonic_ns()}",
+        "role": "ROLE_USER",
+        "parts": [{"text": "hold"}],
+        "metadata": {"skill": skill},
+    }
 
 
 def check_reconnect(port: int, token: str, body: bytes, how: str) -> None:
@@ -156,9 +170,13 @@ def live_app(make_app: t.Callable[..., Flask], gate: Gate) -> t.Iterator[Flask]:
         Skill(id="echo", name="Echo", description="Echo.", handler=echo),
         Skill(id="gate", name="Gate", description="Waits.", handler=gate.handler),
     ]
-    app = make_app(skills=skills, config={
-        "A2A_MAX_STREAM_SEATS_PER_OWNER": 1, "A2A_KEEPALIVE_INTERVAL": 15.0,
-    })
+    app = make_app(
+        skills=skills,
+        config={
+            "A2A_MAX_STREAM_SEATS_PER_OWNER": 1,
+            "A2A_KEEPALIVE_INTERVAL": 15.0,
+        },
+    )
     yield app
     gate.release.set()
 
@@ -167,8 +185,9 @@ def port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
 
 
-@pytest.mark.parametrize(("framing", "body"), [m[1:] for m in MALFORMED],
-                         ids=[m[0] for m in MALFORMED])
+@pytest.mark.parametrize(
+    ("framing", "body"), [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED]
+)
 def test_malformed_body_is_400_without_traceback_werkzeug(
     live_app: Flask, framing: bytes, body: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -182,8 +201,7 @@ def test_malformed_body_is_400_without_traceback_werkzeug(
     assert live_app.extensions["a2a"].exchange.store.export_owner("alice")["tasks"] == []
 
 
-@pytest.mark.parametrize(("framing", "part"), [m[1:] for m in LEAVING],
-                         ids=[m[0] for m in LEAVING])
+@pytest.mark.parametrize(("framing", "part"), [m[1:] for m in LEAVING], ids=[m[0] for m in LEAVING])
 def test_a_client_leaving_mid_body_logs_one_short_line_werkzeug(
     live_app: Flask, framing: bytes, part: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -203,10 +221,16 @@ def test_a_dropped_stream_frees_its_seat_at_once_werkzeug(
 ) -> None:
     with werkzeug_server(live_app) as url:
         port = port_of(url)
-        send = rpc_body("SendMessage", {"message": gated_message(),
-                                        "configuration": {"returnImmediately": True}})
-        task = requests.post(url + "/a2a", data=send, timeout=10, headers={
-            "Authorization": "Bearer alice", "Content-Type": "application/json"}).json()
+        send = rpc_body(
+            "SendMessage",
+            {"message": gated_message(), "configuration": {"returnImmediately": True}},
+        )
+        task = requests.post(
+            url + "/a2a",
+            data=send,
+            timeout=10,
+            headers={"Authorization": "Bearer alice", "Content-Type": "application/json"},
+        ).json()
         assert gate.entered.wait(10)
         subscribe = rpc_body("SubscribeToTask", {"id": task["result"]["task"]["id"]})
         check_reconnect(port, "alice", subscribe, how)
@@ -218,9 +242,13 @@ def test_a_dropped_stream_frees_its_seat_at_once_werkzeug(
 @pytest.fixture(scope="module")
 def gunicorn() -> t.Iterator[LiveGunicorn]:
     server = LiveGunicorn(
-        "tests.live_app:create_app()", chdir=str(ROOT),
-        env={"FLASK_A2A_MAX_STREAM_SEATS_PER_OWNER": "1", "FLASK_A2A_KEEPALIVE_INTERVAL": "15",
-             "LIVE_LOG_LEVEL": "INFO"},  # an abandoned body is an INFO line
+        "tests.live_app:create_app()",
+        chdir=str(ROOT),
+        env={
+            "FLASK_A2A_MAX_STREAM_SEATS_PER_OWNER": "1",
+            "FLASK_A2A_KEEPALIVE_INTERVAL": "15",
+            "LIVE_LOG_LEVEL": "INFO",
+        },  # an abandoned body is an INFO line
     )
     yield server
     server.stop()
@@ -246,12 +274,14 @@ def test_a_dropped_subscription_frees_its_seat_at_once_under_gunicorn(
     gunicorn: LiveGunicorn, how: str
 ) -> None:
     send = {"message": gated_message(), "configuration": {"returnImmediately": True}}
-    answer = requests.post(gunicorn.url + "/a2a", data=rpc_body("SendMessage", send), timeout=10,
-                           headers={"Authorization": "Bearer alice-token",
-                                    "Content-Type": "application/json"})
+    answer = requests.post(
+        gunicorn.url + "/a2a",
+        data=rpc_body("SendMessage", send),
+        timeout=10,
+        headers={"Authorization": "Bearer alice-token", "Content-Type": "application/json"},
+    )
     task_id = answer.json()["result"]["task"]["id"]
-    check_reconnect(gunicorn.port, "alice-token", rpc_body("SubscribeToTask", {"id": task_id}),
-                    how)
+    check_reconnect(gunicorn.port, "alice-token", rpc_body("SubscribeToTask", {"id": task_id}), how)
 
 
 @pytest.mark.parametrize("how", ["reset", "close"])

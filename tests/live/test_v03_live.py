@@ -34,7 +34,8 @@ SDK_REQUIREMENT = "a2a-sdk[http-server]>=0.3,<0.4"
 @pytest.fixture(scope="module")
 def server() -> t.Iterator[LiveGunicorn]:
     gunicorn = LiveGunicorn(
-        "tests.live_app:create_app()", chdir=str(ROOT),
+        "tests.live_app:create_app()",
+        chdir=str(ROOT),
         env={
             "FLASK_A2A_PROTOCOL_VERSIONS": '["1.0", "0.3"]',
             "FLASK_A2A_ALLOW_PRIVATE_PUSH": "true",
@@ -47,8 +48,13 @@ def server() -> t.Iterator[LiveGunicorn]:
 
 
 def message(text: str, skill: str = "echo") -> dict[str, t.Any]:
-    return {"kind": "message", "role": "user", "messageId": f"m-{text}",
-            "parts": [{"kind": "text", "text": text}], "metadata": {"skill": skill}}
+    return {
+        "kind": "message",
+        "role": "user",
+        "messageId": f"m-{text}",
+        "parts": [{"kind": "text", "text": text}],
+        "metadata": {"skill": skill},
+    }
 
 
 def rpc(server: LiveGunicorn, method: str, params: t.Any, **kw: t.Any) -> requests.Response:
@@ -59,8 +65,11 @@ def rpc(server: LiveGunicorn, method: str, params: t.Any, **kw: t.Any) -> reques
 def test_v03_stream_over_gevent(server: LiveGunicorn) -> None:
     with rpc(server, "message/stream", {"message": message("live")}, stream=True) as response:
         assert response.headers["Content-Type"].startswith("text/event-stream")
-        events = [json.loads(line[6:]) for line in response.iter_lines(decode_unicode=True)
-                  if line.startswith("data: ")]
+        events = [
+            json.loads(line[6:])
+            for line in response.iter_lines(decode_unicode=True)
+            if line.startswith("data: ")
+        ]
     results = [e["result"] for e in events]
     assert [r["kind"] for r in results] == ["task", "artifact-update", "status-update"]
     assert results[1]["artifact"]["parts"] == [{"kind": "text", "text": "live"}]
@@ -73,8 +82,11 @@ def test_v03_stream_over_gevent(server: LiveGunicorn) -> None:
 
 
 def test_v03_resubscribe_over_gevent_ends_at_the_cancel(server: LiveGunicorn) -> None:
-    held = rpc(server, "message/send", {"message": message("held", "gate"),
-                                        "configuration": {"blocking": False}}).json()["result"]
+    held = rpc(
+        server,
+        "message/send",
+        {"message": message("held", "gate"), "configuration": {"blocking": False}},
+    ).json()["result"]
     with rpc(server, "tasks/resubscribe", {"id": held["id"]}, stream=True) as response:
         lines = response.iter_lines(decode_unicode=True)
         first = next(json.loads(line[6:]) for line in lines if line.startswith("data: "))
@@ -104,11 +116,17 @@ def _sdk03_python() -> Path:
     _cache_root().mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix="a2a-sdk-0.3-", dir=_cache_root()))
     try:
-        subprocess.run([sys.executable, "-m", "venv", str(building)], check=True,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "venv", str(building)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         done = subprocess.run(
             [str(building / "bin" / "python"), "-m", "pip", "install", "-q", SDK_REQUIREMENT],
-            capture_output=True, text=True, timeout=600,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         if done.returncode != 0:
             pytest.skip(f"a2a-sdk 0.3 could not be installed: {done.stderr.strip()[-300:]}")
@@ -133,24 +151,34 @@ def sdk03_python() -> Path:
         pytest.skip(f"no venv for a2a-sdk 0.3: {exc}")
 
 
-@pytest.mark.parametrize("transport,refused", [
-    ("JSONRPC", {"cancel_completed": -32002, "unknown": -32001, "foreign": -32001}),
-    ("HTTP+JSON", {"cancel_completed": 400, "unknown": 404, "foreign": 404}),
-])
+@pytest.mark.parametrize(
+    "transport,refused",
+    [
+        ("JSONRPC", {"cancel_completed": -32002, "unknown": -32001, "foreign": -32001}),
+        ("HTTP+JSON", {"cancel_completed": 400, "unknown": 404, "foreign": 404}),
+    ],
+)
 def test_a2a_sdk_03_client(
     server: LiveGunicorn, sdk03_python: Path, transport: str, refused: dict[str, int]
 ) -> None:
     done = subprocess.run(
         [str(sdk03_python), str(ROOT / "tests" / "sdk03_client.py"), server.url, transport],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["card"] == {"url": server.url + "/a2a", "protocolVersion": "0.3.0",
-                            "preferredTransport": "JSONRPC"}
+    assert seen["card"] == {
+        "url": server.url + "/a2a",
+        "protocolVersion": "0.3.0",
+        "preferredTransport": "JSONRPC",
+    }
     assert seen["send"] == {"state": "completed", "kinds": ["task"], "artifact": "hello"}
-    assert seen["stream"] == {"state": "completed",
-                              "kinds": ["task", "artifact-update", "status-update"]}
+    assert seen["stream"] == {
+        "state": "completed",
+        "kinds": ["task", "artifact-update", "status-update"],
+    }
     assert seen["get"] == {"id": True, "state": "completed", "history": 1}
     assert seen["push"] == {"set": "sdk", "get": "http://127.0.0.1:9/hook"}
     # Bob's SDK client does not see Alice's task (as an unknown one).
@@ -169,14 +197,19 @@ def signed_agent(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[t.Any]:
     from tests.live_server import free_port, gunicorn_server
 
     pem = tmp_path_factory.mktemp("keys") / "card-key.pem"
-    pem.write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ))
+    pem.write_bytes(
+        ec.generate_private_key(ec.SECP256R1()).private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     port = free_port()
-    env = {"A2A_EXAMPLE_SIGNING_KEY": str(pem),
-           "FLASK_A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
-           "FLASK_A2A_PROTOCOL_VERSIONS": '["1.0", "0.3"]'}
+    env = {
+        "A2A_EXAMPLE_SIGNING_KEY": str(pem),
+        "FLASK_A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "FLASK_A2A_PROTOCOL_VERSIONS": '["1.0", "0.3"]',
+    }
     with gunicorn_server("agent:app", chdir=EXAMPLES, port=port, env=env) as url:
         yield Agent(url, url + "/.well-known/jwks.json")
 
@@ -198,12 +231,17 @@ def test_the_v1_sdk_verifies_a_signed_card_with_03_on_and_speaks_10(
             state = 0
             async for event in client.send_message(request):
                 state = event.task.status.state if event.HasField("task") else state
-            interfaces = [(i.protocol_binding, i.protocol_version)
-                          for i in card.supported_interfaces]
+            interfaces = [
+                (i.protocol_binding, i.protocol_version) for i in card.supported_interfaces
+            ]
             return interfaces, type(client._transport).__name__, str(state)
 
     interfaces, used, state = run(scenario())
-    assert interfaces == [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"),
-                          ("JSONRPC", "0.3"), ("HTTP+JSON", "0.3")]
+    assert interfaces == [
+        ("JSONRPC", "1.0"),
+        ("HTTP+JSON", "1.0"),
+        ("JSONRPC", "0.3"),
+        ("HTTP+JSON", "0.3"),
+    ]
     assert used == {"JSONRPC": "JsonRpcTransport", "HTTP+JSON": "RestTransport"}[transport]
     assert state == "3"  # TASK_STATE_COMPLETED

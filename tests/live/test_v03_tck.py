@@ -41,18 +41,39 @@ _ID_LESS: t.Final = (
     "tests/mandatory/jsonrpc/test_json_rpc_compliance.py::test_rejects_invalid_json_rpc_requests"
 )
 KNOWN_FAILURES: t.Final[dict[str, frozenset[str]]] = {
-    "jsonrpc": frozenset({
-        _ID_LESS + "[invalid_request2--32601]", _ID_LESS + "[invalid_request4--32602]",
-    }),
+    "jsonrpc": frozenset(
+        {
+            _ID_LESS + "[invalid_request2--32601]",
+            _ID_LESS + "[invalid_request4--32602]",
+        }
+    ),
     "rest": frozenset(),
 }
 #: (pytest args, the least number of tests that must pass) per transport, as run_tck.py runs
 #: its mandatory category.
 RUNS: t.Final[dict[str, tuple[list[str], int]]] = {
-    "jsonrpc": (["tests/mandatory/", "-m", "mandatory_jsonrpc or mandatory_protocol",
-                 "--transport-strategy", "prefer_jsonrpc"], 25),
-    "rest": (["tests/mandatory/protocol/", "-m", "mandatory_protocol",
-              "--transport-strategy", "prefer_rest", "--transports", "rest"], 15),
+    "jsonrpc": (
+        [
+            "tests/mandatory/",
+            "-m",
+            "mandatory_jsonrpc or mandatory_protocol",
+            "--transport-strategy",
+            "prefer_jsonrpc",
+        ],
+        25,
+    ),
+    "rest": (
+        [
+            "tests/mandatory/protocol/",
+            "-m",
+            "mandatory_protocol",
+            "--transport-strategy",
+            "prefer_rest",
+            "--transports",
+            "rest",
+        ],
+        15,
+    ),
 }
 
 
@@ -73,12 +94,16 @@ def _checkout() -> Path:
     _cache_root().mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         ["git", "clone", "--depth", "1", "-b", TCK_BRANCH, TCK_REPO, str(target)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     if done.returncode != 0:
         shutil.rmtree(target, ignore_errors=True)
-        pytest.skip(f"a2a-tck {TCK_BRANCH} could not be cloned (set A2A_TCK_03_PATH to a "
-                    f"checkout): {done.stderr.strip()[-200:]}")
+        pytest.skip(
+            f"a2a-tck {TCK_BRANCH} could not be cloned (set A2A_TCK_03_PATH to a "
+            f"checkout): {done.stderr.strip()[-200:]}"
+        )
     return target
 
 
@@ -90,16 +115,31 @@ def _venv(checkout: Path) -> Path:
         return venv / "bin" / "python"
     building = Path(tempfile.mkdtemp(prefix="a2a-tck-0.3-", dir=_cache_root()))
     try:
-        subprocess.run([sys.executable, "-m", "venv", str(building)], check=True,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "venv", str(building)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         done = subprocess.run(
-            [str(building / "bin" / "python"), "-m", "pip", "install", "-q",
-             "-r", str(checkout / "requirements.txt"), *TCK_EXTRA],
-            capture_output=True, text=True, timeout=900,
+            [
+                str(building / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "-r",
+                str(checkout / "requirements.txt"),
+                *TCK_EXTRA,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
         )
         if done.returncode != 0:
-            pytest.skip(f"the a2a-tck requirements could not be installed: "
-                        f"{done.stderr.strip()[-300:]}")
+            pytest.skip(
+                f"the a2a-tck requirements could not be installed: {done.stderr.strip()[-300:]}"
+            )
         (building / ".complete").write_text("ok")
         try:
             building.rename(venv)
@@ -122,8 +162,9 @@ def tck() -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def server(tck: tuple[Path, Path]) -> t.Iterator[LiveGunicorn]:
-    gunicorn = LiveGunicorn("tests.tck03_app:create_app()", chdir=str(ROOT),
-                            env={"PYTHONPATH": str(ROOT)})
+    gunicorn = LiveGunicorn(
+        "tests.tck03_app:create_app()", chdir=str(ROOT), env={"PYTHONPATH": str(ROOT)}
+    )
     yield gunicorn
     gunicorn.stop()
 
@@ -136,9 +177,22 @@ def test_tck_03_mandatory(
     args, least = RUNS[transport]
     report = tmp_path / "report.json"
     done = subprocess.run(
-        [str(python), "-m", "pytest", *args, f"--sut-url={server.url}/a2a", "-q",
-         "-p", "no:cacheprovider", "--json-report", f"--json-report-file={report}"],
-        cwd=checkout, capture_output=True, text=True, timeout=900,
+        [
+            str(python),
+            "-m",
+            "pytest",
+            *args,
+            f"--sut-url={server.url}/a2a",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--json-report",
+            f"--json-report-file={report}",
+        ],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert report.exists(), done.stdout[-3000:] + done.stderr[-2000:]
     tests = json.loads(report.read_text())["tests"]

@@ -48,8 +48,10 @@ def test_a_reachable_store_is_ok(make_app: t.Callable[..., Flask]) -> None:
 def test_a_store_that_fails_is_named_and_answers_503(make_app: t.Callable[..., Flask]) -> None:
     status, body = health(make_app(config=AGENT, store=DownStore()))
     assert status == 503
-    assert body == {"status": "unavailable",
-                    "checks": {"store": "unreachable: ConnectionRefusedError"}}
+    assert body == {
+        "status": "unavailable",
+        "checks": {"store": "unreachable: ConnectionRefusedError"},
+    }
     assert "pw@db" not in str(body)  # the failure's text (a URL, a password) stays out
 
 
@@ -63,7 +65,8 @@ def test_a_store_that_hangs_times_out(make_app: t.Callable[..., Flask]) -> None:
 
 
 def test_the_redis_bus_is_checked(
-    make_app: t.Callable[..., Flask], redis_prefix: str  # noqa: F811
+    make_app: t.Callable[..., Flask],
+    redis_prefix: str,  # noqa: F811
 ) -> None:
     bus = RedisBus(REDIS_URL, prefix=redis_prefix)
     app = make_app(config=AGENT, bus=bus)

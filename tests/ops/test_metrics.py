@@ -93,8 +93,12 @@ def test_live_runs_and_run_cap_refusals(metered: Flask, gate: Gate) -> None:
     assert delta(before, during, "a2a_run_refusals_total", limit="owner") == 1
     gate.release.set()
     assert wait_for(
-        lambda: delta(before, scrape(metered), "a2a_runs_settled_total", skill="gate",
-                      state="completed") == 1
+        lambda: (
+            delta(
+                before, scrape(metered), "a2a_runs_settled_total", skill="gate", state="completed"
+            )
+            == 1
+        )
     )
     assert delta(before, scrape(metered), "a2a_runs_live", skill="gate") == 0
 
@@ -102,10 +106,15 @@ def test_live_runs_and_run_cap_refusals(metered: Flask, gate: Gate) -> None:
 def test_stream_seats_in_use_and_refused(metered: Flask, gate: Gate) -> None:
     client = A2ATestClient(metered, token="alice")
     before = scrape(metered)
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-                       "params": {"message": client.message(skill="gate")}})
-    first = client.client.post(client.path, data=body, headers=client.headers(None),
-                               buffered=False)
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendStreamingMessage",
+            "params": {"message": client.message(skill="gate")},
+        }
+    )
+    first = client.client.post(client.path, data=body, headers=client.headers(None), buffered=False)
     frames = iter(first.response)
     next(frames)  # the task: the stream holds alice's one seat
     refused = client.rpc("SendStreamingMessage", {"message": client.message(skill="gate")})
@@ -125,12 +134,14 @@ def test_push_deliveries_sent_and_failed(metered: Flask, webhook: Webhook) -> No
     config = {"taskPushNotificationConfig": {"url": webhook.url()}}
     client.send("x", skill="echo", configuration=config)
     webhook.wait_for(2)
-    assert wait_for(lambda: delta(before, scrape(metered), "a2a_push_deliveries_total",
-                                  outcome="sent") >= 2)
+    assert wait_for(
+        lambda: delta(before, scrape(metered), "a2a_push_deliveries_total", outcome="sent") >= 2
+    )
     webhook.answer(500)
     client.send("x", skill="echo", configuration=config)
-    assert wait_for(lambda: delta(before, scrape(metered), "a2a_push_deliveries_total",
-                                  outcome="failed") >= 2)
+    assert wait_for(
+        lambda: delta(before, scrape(metered), "a2a_push_deliveries_total", outcome="failed") >= 2
+    )
 
 
 def test_a_host_puts_the_view_behind_its_own_auth(make_app: t.Callable[..., Flask]) -> None:

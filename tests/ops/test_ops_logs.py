@@ -109,9 +109,16 @@ def test_a_refused_request_is_info_at_most(
     assert client.rpc("GetTask", {"id": "nope"}).code == -32001
     assert client.rpc("Nope", {}).code == -32601
     assert A2ATestClient(app).rpc("GetTask", {"id": "x"}).status == 401
-    assert client.post('{"jsonrpc": "2.0", "id": 1, "method": "GetTask"',).status_code == 200
+    assert (
+        client.post(
+            '{"jsonrpc": "2.0", "id": 1, "method": "GetTask"',
+        ).status_code
+        == 200
+    )
     short = app.test_client().post(  # a body shorter than its Content-Length: the client left
-        "/a2a", data=b'{"jsonrpc"', headers=client.headers(None),
+        "/a2a",
+        data=b'{"jsonrpc"',
+        headers=client.headers(None),
         environ_overrides={"CONTENT_LENGTH": "50"},
     )
     assert "error" in short.get_json()

@@ -47,9 +47,7 @@ def traced_app(make_app: t.Callable[..., Flask], gate: Gate) -> Flask:
         Skill(id="boom", name="Boom", description="Raises.", handler=boom),
         Skill(id="gate", name="Gate", description="Waits.", handler=gate.handler),
     ]
-    app = make_app(
-        skills=skills, config={"A2A_ALLOW_PRIVATE_PUSH": True}, push_resolver=no_dns
-    )
+    app = make_app(skills=skills, config={"A2A_ALLOW_PRIVATE_PUSH": True}, push_resolver=no_dns)
     FlaskInstrumentor().instrument_app(app)
     return app
 

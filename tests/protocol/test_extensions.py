@@ -62,7 +62,8 @@ def send(client: A2ATestClient, text: str = "hi", header: str | None = None, **k
 
 def test_card_lists_the_declared_extensions(make_app: t.Callable[..., Flask], seen: Seen) -> None:
     app, _ = app_with(
-        make_app, seen,
+        make_app,
+        seen,
         AgentExtension(GEO, description="Where the caller is.", params={"precision": "city"}),
         {"uri": CITE, "description": "Sources.", "required": True},
     )
@@ -135,12 +136,24 @@ def test_no_header_activates_nothing(make_app: t.Callable[..., Flask], seen: See
 
 def test_several_header_lines_are_merged(make_app: t.Callable[..., Flask], seen: Seen) -> None:
     _, client = app_with(make_app, seen, AgentExtension(GEO), AgentExtension(CITE))
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-                       "params": {"message": client.message("hi")}})
-    response = client.client.post(client.path, data=body, headers=[
-        ("Content-Type", "application/json"), ("Authorization", "Bearer alice"),
-        ("A2A-Extensions", GEO), ("A2A-Extensions", f" {CITE} "),
-    ])
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {"message": client.message("hi")},
+        }
+    )
+    response = client.client.post(
+        client.path,
+        data=body,
+        headers=[
+            ("Content-Type", "application/json"),
+            ("Authorization", "Bearer alice"),
+            ("A2A-Extensions", GEO),
+            ("A2A-Extensions", f" {CITE} "),
+        ],
+    )
     assert response.get_json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert response.headers["A2A-Extensions"] == f"{GEO},{CITE}"
     assert seen.runs == [frozenset({GEO, CITE})]
@@ -181,14 +194,18 @@ def test_other_methods_echo_too(make_app: t.Callable[..., Flask], seen: Seen) ->
 def test_streaming_answer_echoes(make_app: t.Callable[..., Flask], seen: Seen) -> None:
     _, client = app_with(make_app, seen, AgentExtension(GEO))
     response, events = client.stream(
-        "SendStreamingMessage", {"message": client.message("hi")},
+        "SendStreamingMessage",
+        {"message": client.message("hi")},
         headers={"A2A-Extensions": f"{GEO}, urn:example:unknown"},
     )
     assert response.status_code == 200
     assert response.mimetype == "text/event-stream"
     assert response.headers["A2A-Extensions"] == GEO
-    states = [e["result"]["statusUpdate"]["status"]["state"]
-              for e in events if "statusUpdate" in e["result"]]
+    states = [
+        e["result"]["statusUpdate"]["status"]["state"]
+        for e in events
+        if "statusUpdate" in e["result"]
+    ]
     assert states[-1] == "TASK_STATE_COMPLETED"
     assert seen.runs == [frozenset({GEO})]
 
@@ -196,7 +213,8 @@ def test_streaming_answer_echoes(make_app: t.Callable[..., Flask], seen: Seen) -
 def test_browser_may_read_the_echo(make_app: t.Callable[..., Flask], seen: Seen) -> None:
     _, client = app_with(make_app, seen, AgentExtension(GEO))
     answer = client.rpc(
-        "SendMessage", {"message": client.message("hi")},
+        "SendMessage",
+        {"message": client.message("hi")},
         headers={"A2A-Extensions": GEO, "Origin": "http://localhost"},
     )
     assert answer.result["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -260,8 +278,7 @@ def test_required_refuses_every_method(make_app: t.Callable[..., Flask], seen: S
             assert response.mimetype == "text/event-stream"
         assert [e["error"]["code"] for e in events] == [-32008]
     assert seen.runs == [frozenset({SIGNED})]
-    assert client.rpc("ListTasks", {}, headers={"A2A-Extensions": SIGNED}).result[
-        "totalSize"] == 1
+    assert client.rpc("ListTasks", {}, headers={"A2A-Extensions": SIGNED}).result["totalSize"] == 1
 
 
 def test_the_extended_card_is_discovery_and_answers_without_it(
@@ -285,8 +302,10 @@ def test_required_activated_runs(make_app: t.Callable[..., Flask], seen: Seen) -
 def test_earlier_checks_keep_their_answers(make_app: t.Callable[..., Flask], seen: Seen) -> None:
     app, client = required_app(make_app, seen)
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ListTasks"})
-    assert client.post(body, headers={"Content-Type": "text/plain"}).get_json()[
-        "error"]["code"] == -32005
+    assert (
+        client.post(body, headers={"Content-Type": "text/plain"}).get_json()["error"]["code"]
+        == -32005
+    )
     unauthenticated = client.post(body, token="nobody")
     assert unauthenticated.status_code == 401
     assert unauthenticated.get_json()["error"]["code"] == -31401
@@ -304,11 +323,20 @@ def test_earlier_checks_keep_their_answers(make_app: t.Callable[..., Flask], see
 def test_stream_over_a_socket_merges_header_lines_and_echoes() -> None:
     seen = Seen()
     app = Flask("extensions_live")
-    A2A(app, principal=lambda: Principal("alice"),
+    A2A(
+        app,
+        principal=lambda: Principal("alice"),
         skills=[Skill(id="seen", name="Seen", description="Seen.", handler=seen.handler)],
-        card=AgentCard(extensions=[AgentExtension(GEO), AgentExtension(CITE)]))
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-                       "params": {"message": A2ATestClient.message("hi")}}).encode()
+        card=AgentCard(extensions=[AgentExtension(GEO), AgentExtension(CITE)]),
+    )
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendStreamingMessage",
+            "params": {"message": A2ATestClient.message("hi")},
+        }
+    ).encode()
     with werkzeug_server(app) as base_url:
         host, port = base_url.removeprefix("http://").split(":")
         conn = http.client.HTTPConnection(host, int(port), timeout=30)
@@ -337,23 +365,32 @@ def test_over_gunicorn_gevent_streams_echo_and_failures_log_scrubbed() -> None:
 
     from tests.live_server import LiveGunicorn
 
-    server = LiveGunicorn("tests.live_app:create_extensions_app()",
-                          chdir=str(Path(__file__).resolve().parents[2]))
+    server = LiveGunicorn(
+        "tests.live_app:create_extensions_app()", chdir=str(Path(__file__).resolve().parents[2])
+    )
     try:
         host, port = server.url.removeprefix("http://").split(":")
         answers = []
         for skill in ("extensions", "boom"):
             message = {**A2ATestClient.message("hi"), "metadata": {"skill": skill}}
-            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-                               "params": {"message": message}}).encode()
+            body = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "SendStreamingMessage",
+                    "params": {"message": message},
+                }
+            ).encode()
             conn = http.client.HTTPConnection(host, int(port), timeout=30)
             try:
                 conn.putrequest("POST", "/a2a")
-                for name, value in [("Content-Type", "application/json"),
-                                    ("Authorization", "Bearer alice-token"),
-                                    ("Content-Length", str(len(body))),
-                                    ("A2A-Extensions", CITE),
-                                    ("A2A-Extensions", f"urn:example:unknown, {GEO}")]:
+                for name, value in [
+                    ("Content-Type", "application/json"),
+                    ("Authorization", "Bearer alice-token"),
+                    ("Content-Length", str(len(body))),
+                    ("A2A-Extensions", CITE),
+                    ("A2A-Extensions", f"urn:example:unknown, {GEO}"),
+                ]:
                     conn.putheader(name, value)
                 conn.endheaders(body)
                 response = conn.getresponse()
@@ -367,8 +404,9 @@ def test_over_gunicorn_gevent_streams_echo_and_failures_log_scrubbed() -> None:
         assert response.status == 200
         assert response.getheader("Content-Type", "").startswith("text/event-stream")
         assert response.getheader("A2A-Extensions") == f"{GEO},{CITE}"
-    artifact = next(e["result"]["artifactUpdate"] for e in ok_events
-                    if "artifactUpdate" in e["result"])
+    artifact = next(
+        e["result"]["artifactUpdate"] for e in ok_events if "artifactUpdate" in e["result"]
+    )
     assert artifact["artifact"]["parts"] == [{"text": f"{CITE},{GEO}"}]
     status = failed_events[-1]["result"]["statusUpdate"]["status"]
     assert status["state"] == "TASK_STATE_FAILED"

@@ -55,8 +55,27 @@ OWNERS: t.Final = ("alice", "bob")
 STREAMING: t.Final = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 #: The spec's codes (a2a-v1-wire.md §4) and our HTTP-level ones; -32603 is left out on purpose.
 CODES: t.Final = frozenset(
-    {-32700, -32600, -32601, -32602, -32001, -32002, -32003, -32004, -32005, -32006, -32007,
-     -32008, -32009, -31400, -31401, -31403, -31405, -31413, -31429}
+    {
+        -32700,
+        -32600,
+        -32601,
+        -32602,
+        -32001,
+        -32002,
+        -32003,
+        -32004,
+        -32005,
+        -32006,
+        -32007,
+        -32008,
+        -32009,
+        -31400,
+        -31401,
+        -31403,
+        -31405,
+        -31413,
+        -31429,
+    }
 )
 #: Refusals made before the request id could be read: they answer ``"id": null``.
 BEFORE_ID: t.Final = frozenset({-32700, -32005, -31400, -31403, -31405, -31413})
@@ -223,7 +242,10 @@ class Harness:
         self.settle()
         before = self.snapshot()
         response = self.client.client.open(
-            self.client.path + query, method=http_method, data=body, headers=headers,
+            self.client.path + query,
+            method=http_method,
+            data=body,
+            headers=headers,
             environ_overrides=environ,
         )
         refused = check_answer(response, expected_id, id_known, rpc_method, self.stats)
@@ -267,7 +289,10 @@ def check_answer(
 
 
 def check_envelope(
-    doc: t.Any, status: int, expected_id: t.Any, id_known: bool,
+    doc: t.Any,
+    status: int,
+    expected_id: t.Any,
+    id_known: bool,
     stats: collections.Counter[str],
 ) -> bool:
     assert isinstance(doc, dict), doc
@@ -412,22 +437,36 @@ def test_structured_requests_sqlite(
 def raw_bodies(draw: st.DrawFn) -> bytes:
     """Bytes that are not a request: random, a valid request cut or spliced, odd JSON text."""
     valid = b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}'
-    return draw(st.one_of(
-        st.binary(max_size=80),
-        st.integers(0, len(valid)).map(lambda n: valid[:n]),
-        st.tuples(st.integers(0, len(valid)), st.binary(min_size=1, max_size=4)).map(
-            lambda p: valid[: p[0]] + p[1] + valid[p[0]:]
-        ),
-        st.sampled_from([
-            b"", b"null", b"[]", b"[{}]", b'"x"', b"1e400", b"NaN", b"\xef\xbb\xbf{}",
-            valid.decode().encode("utf-16"), b'{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}',
-            b'{"jsonrpc":"2.0","id":"\\ud800","method":"GetTask"}',
-            b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"\\udc00"}}',
-            b"[" * 100_000 + b"]" * 100_000, b"{" * 5000, b" " * 2_000_000,
-            b'{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":1e400}}',
-        ]),
-        st.text(max_size=40).map(lambda s: s.encode("utf-8")),
-    ))
+    return draw(
+        st.one_of(
+            st.binary(max_size=80),
+            st.integers(0, len(valid)).map(lambda n: valid[:n]),
+            st.tuples(st.integers(0, len(valid)), st.binary(min_size=1, max_size=4)).map(
+                lambda p: valid[: p[0]] + p[1] + valid[p[0] :]
+            ),
+            st.sampled_from(
+                [
+                    b"",
+                    b"null",
+                    b"[]",
+                    b"[{}]",
+                    b'"x"',
+                    b"1e400",
+                    b"NaN",
+                    b"\xef\xbb\xbf{}",
+                    valid.decode().encode("utf-16"),
+                    b'{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}',
+                    b'{"jsonrpc":"2.0","id":"\\ud800","method":"GetTask"}',
+                    b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"\\udc00"}}',
+                    b"[" * 100_000 + b"]" * 100_000,
+                    b"{" * 5000,
+                    b" " * 2_000_000,
+                    b'{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":1e400}}',
+                ]
+            ),
+            st.text(max_size=40).map(lambda s: s.encode("utf-8")),
+        )
+    )
 
 
 def lenient_read(body: bytes) -> tuple[t.Any, bool, str | None]:
@@ -453,19 +492,33 @@ def test_raw_bodies_and_headers(raw_round: Harness, round_: int, data: st.DataOb
     body = data.draw(raw_bodies())
     hdrs = data.draw(headers(odd=True))
     http_method = data.draw(st.sampled_from(["POST"] * 6 + ["GET", "PUT", "DELETE", "OPTIONS"]))
-    query = data.draw(st.sampled_from(
-        ["", "", "", "?A2A-Version=1.0", "?A2A-Version=0.3", "?A2A-Version=", "?x=%00"]
-    ))
+    query = data.draw(
+        st.sampled_from(
+            ["", "", "", "?A2A-Version=1.0", "?A2A-Version=0.3", "?A2A-Version=", "?x=%00"]
+        )
+    )
     environ = None
     if data.draw(rarely(10)):  # a Content-Length that lies, or is no number
-        environ = {"CONTENT_LENGTH": data.draw(st.one_of(
-            st.integers(-1, len(body) + 10).map(str), st.sampled_from(["", "abc", "1e3"])
-        ))}
+        environ = {
+            "CONTENT_LENGTH": data.draw(
+                st.one_of(
+                    st.integers(-1, len(body) + 10).map(str), st.sampled_from(["", "abc", "1e3"])
+                )
+            )
+        }
     if memory.out_of_time("raw"):  # after every draw: hypothesis replays prefixes
         return
     memory.ensure_seeds()
     rid, readable, method = lenient_read(body)
     if environ is not None:
         readable = False  # the body read may be a cut of what was sent
-    memory.send(body, hdrs, http_method=http_method, expected_id=rid, id_known=readable,
-                rpc_method=method, query=query, environ=environ)
+    memory.send(
+        body,
+        hdrs,
+        http_method=http_method,
+        expected_id=rid,
+        id_known=readable,
+        rpc_method=method,
+        query=query,
+        environ=environ,
+    )

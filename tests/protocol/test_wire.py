@@ -35,8 +35,16 @@ WHEN = datetime(2026, 3, 4, 5, 6, 7, 891000, tzinfo=UTC)
 #: The wire sheet's field lists (§2), per message.
 TASK_KEYS = {"id", "contextId", "status", "artifacts", "history", "metadata"}
 STATUS_KEYS = {"state", "message", "timestamp"}
-MESSAGE_KEYS = {"messageId", "contextId", "taskId", "role", "parts", "metadata", "extensions",
-                "referenceTaskIds"}
+MESSAGE_KEYS = {
+    "messageId",
+    "contextId",
+    "taskId",
+    "role",
+    "parts",
+    "metadata",
+    "extensions",
+    "referenceTaskIds",
+}
 PART_CONTENT = {"text", "raw", "url", "data"}
 PART_KEYS = PART_CONTENT | {"metadata", "filename", "mediaType"}
 ARTIFACT_KEYS = {"artifactId", "name", "description", "parts", "metadata", "extensions"}
@@ -134,11 +142,15 @@ def test_parts_are_flat_with_one_content_member() -> None:
 
 def test_minimal_objects_leave_out_empty_lists_and_unset_fields() -> None:
     message = Message("m", Role.USER, (Part(text=""),))
-    assert wire.dump_message(message) == {"messageId": "m", "role": "ROLE_USER",
-                                          "parts": [{"text": ""}]}
+    assert wire.dump_message(message) == {
+        "messageId": "m",
+        "role": "ROLE_USER",
+        "parts": [{"text": ""}],
+    }
     task = Task("t", "c", TaskStatus(TaskState.SUBMITTED, WHEN))
     assert wire.dump_task(task) == {
-        "id": "t", "contextId": "c",
+        "id": "t",
+        "contextId": "c",
         "status": {"state": "TASK_STATE_SUBMITTED", "timestamp": "2026-03-04T05:06:07.891Z"},
     }
     assert wire.dump_task(full_task(), history_length=0).keys() == TASK_KEYS - {"history"}
@@ -151,10 +163,14 @@ def test_minimal_objects_leave_out_empty_lists_and_unset_fields() -> None:
     [
         (datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), "2026-01-02T03:04:05.000Z"),
         (datetime(2026, 1, 2, 3, 4, 5, 999999, tzinfo=UTC), "2026-01-02T03:04:05.999Z"),
-        (datetime(2026, 1, 2, 5, 4, 5, 120000, tzinfo=timezone(timedelta(hours=2))),
-         "2026-01-02T03:04:05.120Z"),
-        (datetime(2026, 1, 1, 23, 30, tzinfo=timezone(timedelta(hours=-1))),
-         "2026-01-02T00:30:00.000Z"),
+        (
+            datetime(2026, 1, 2, 5, 4, 5, 120000, tzinfo=timezone(timedelta(hours=2))),
+            "2026-01-02T03:04:05.120Z",
+        ),
+        (
+            datetime(2026, 1, 1, 23, 30, tzinfo=timezone(timedelta(hours=-1))),
+            "2026-01-02T00:30:00.000Z",
+        ),
     ],
 )
 def test_timestamps_are_utc_with_three_fraction_digits(value: datetime, text: str) -> None:
@@ -163,15 +179,15 @@ def test_timestamps_are_utc_with_three_fraction_digits(value: datetime, text: st
 
 
 def test_events_render_exactly_the_proto_keys() -> None:
-    status = TaskStatus(TaskState.WORKING, WHEN, Message.agent("busy", context_id="c",
-                                                               task_id="t"))
+    status = TaskStatus(TaskState.WORKING, WHEN, Message.agent("busy", context_id="c", task_id="t"))
     plain = wire.dump_event(TaskStatusUpdateEvent("t", "c", status))
     assert set(plain) == {"statusUpdate"}
     assert set(plain["statusUpdate"]) == STATUS_UPDATE_KEYS - {"metadata"}
     full = wire.dump_event(TaskStatusUpdateEvent("t", "c", status, {"m": 1}))
     assert set(full["statusUpdate"]) == STATUS_UPDATE_KEYS
-    chunk = TaskArtifactUpdateEvent("t", "c", Artifact("a"), append=True, last_chunk=True,
-                                    metadata={"m": 1})
+    chunk = TaskArtifactUpdateEvent(
+        "t", "c", Artifact("a"), append=True, last_chunk=True, metadata={"m": 1}
+    )
     out = wire.dump_event(chunk)
     assert set(out) == {"artifactUpdate"}
     assert set(out["artifactUpdate"]) == ARTIFACT_UPDATE_KEYS
@@ -206,12 +222,18 @@ def _walk(value: t.Any, path: str = "") -> t.Iterator[tuple[str, dict[str, t.Any
                 yield from _walk(inner, key)
 
 
-KEYS_BY_PARENT = {"task": TASK_KEYS, "status": STATUS_KEYS, "message": MESSAGE_KEYS,
-                  "history": MESSAGE_KEYS, "parts": PART_KEYS, "artifacts": ARTIFACT_KEYS}
+KEYS_BY_PARENT = {
+    "task": TASK_KEYS,
+    "status": STATUS_KEYS,
+    "message": MESSAGE_KEYS,
+    "history": MESSAGE_KEYS,
+    "parts": PART_KEYS,
+    "artifacts": ARTIFACT_KEYS,
+}
 
 
 def test_results_over_the_wire_hold_no_keys_outside_the_proto(
-    make_app: t.Callable[..., Flask]
+    make_app: t.Callable[..., Flask],
 ) -> None:
     def handler(task: TaskContext) -> None:
         task.working("thinking")
@@ -221,8 +243,13 @@ def test_results_over_the_wire_hold_no_keys_outside_the_proto(
 
     app = make_app(skills=[Skill(id="s", name="S", description="S.", handler=handler)])
     client = A2ATestClient(app, token="alice")
-    params = {"message": {"message_id": "m-9", "role": 1,
-                          "parts": [{"raw": "-_8", "media_type": "x/y"}, {"data": None}]}}
+    params = {
+        "message": {
+            "message_id": "m-9",
+            "role": 1,
+            "parts": [{"raw": "-_8", "media_type": "x/y"}, {"data": None}],
+        }
+    }
     task = client.rpc("SendMessage", params).result["task"]
     seen = set()
     for parent, obj in _walk(task, "task"):
@@ -256,15 +283,20 @@ def test_enums_read_by_name_or_number(role: t.Any, expected: Role) -> None:
 
 @pytest.mark.parametrize(
     ("status", "expected"),
-    [("TASK_STATE_COMPLETED", TaskState.COMPLETED), (3, TaskState.COMPLETED),
-     (6, TaskState.INPUT_REQUIRED), (8, TaskState.AUTH_REQUIRED)],
+    [
+        ("TASK_STATE_COMPLETED", TaskState.COMPLETED),
+        (3, TaskState.COMPLETED),
+        (6, TaskState.INPUT_REQUIRED),
+        (8, TaskState.AUTH_REQUIRED),
+    ],
 )
 def test_task_state_reads_by_name_or_number(status: t.Any, expected: TaskState) -> None:
     assert load(schemas.ListTasksRequestSchema(), {"status": status})["status"] is expected
 
 
-@pytest.mark.parametrize("role", ["user", "ROLE_USER ", "role_user", "ROLE_UNSPECIFIED", 0, 9,
-                                  True, ["ROLE_USER"]])
+@pytest.mark.parametrize(
+    "role", ["user", "ROLE_USER ", "role_user", "ROLE_UNSPECIFIED", 0, 9, True, ["ROLE_USER"]]
+)
 def test_unknown_or_unspecified_role_is_refused(role: t.Any) -> None:
     assert refused(schemas.MessageSchema(), msg(role=role)) == ["role"]
 
@@ -298,8 +330,13 @@ def test_parts_must_be_a_non_empty_list(parts: t.Any) -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("AAH/+w==", b"\x00\x01\xff\xfb"), ("AAH_-w", b"\x00\x01\xff\xfb"),
-     ("AAH/+w", b"\x00\x01\xff\xfb"), ("AAH_-w==", b"\x00\x01\xff\xfb"), ("", b"")],
+    [
+        ("AAH/+w==", b"\x00\x01\xff\xfb"),
+        ("AAH_-w", b"\x00\x01\xff\xfb"),
+        ("AAH/+w", b"\x00\x01\xff\xfb"),
+        ("AAH_-w==", b"\x00\x01\xff\xfb"),
+        ("", b""),
+    ],
 )
 def test_raw_accepts_standard_and_url_safe_base64_with_or_without_padding(
     text: str, expected: bytes
@@ -333,8 +370,15 @@ def test_timestamps_read_any_offset_into_utc(text: str, expected: datetime) -> N
 
 @pytest.mark.parametrize(
     "text",
-    ["2026-01-02T03:04:05", "2026-01-02 03:04:05Z", "2026-01-02T03:04:05.1234567890Z",
-     "2026-13-02T03:04:05Z", "2026-01-02", "yesterday", 1767322245],
+    [
+        "2026-01-02T03:04:05",
+        "2026-01-02 03:04:05Z",
+        "2026-01-02T03:04:05.1234567890Z",
+        "2026-13-02T03:04:05Z",
+        "2026-01-02",
+        "yesterday",
+        1767322245,
+    ],
 )
 def test_naive_or_malformed_timestamps_are_refused(text: t.Any) -> None:
     fields = refused(schemas.ListTasksRequestSchema(), {"statusTimestampAfter": text})
@@ -343,10 +387,17 @@ def test_naive_or_malformed_timestamps_are_refused(text: t.Any) -> None:
 
 def test_null_means_unset_except_for_data() -> None:
     params = {
-        "message": msg(contextId=None, taskId=None, metadata=None, extensions=None,
-                       referenceTaskIds=None,
-                       parts=[{"text": "a", "mediaType": None, "metadata": None,
-                               "filename": None}, {"data": None}]),
+        "message": msg(
+            contextId=None,
+            taskId=None,
+            metadata=None,
+            extensions=None,
+            referenceTaskIds=None,
+            parts=[
+                {"text": "a", "mediaType": None, "metadata": None, "filename": None},
+                {"data": None},
+            ],
+        ),
         "configuration": None,
         "metadata": None,
         "tenant": None,
@@ -356,7 +407,8 @@ def test_null_means_unset_except_for_data() -> None:
     assert message == Message("m", Role.USER, (Part(text="a"), Part(data=None)))
     assert "configuration" not in loaded and "metadata" not in loaded
     assert refused(schemas.SendMessageRequestSchema(), {"message": msg(messageId=None)}) == [
-        "message.messageId"]
+        "message.messageId"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -430,28 +482,58 @@ def test_refused_messages_write_nothing(
 
 SEND_PARAMS = [
     {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
-    {"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"data": None}],
-                 "contextId": "", "taskId": "t", "metadata": {"skill": "echo"},
-                 "extensions": ["urn:x"], "referenceTaskIds": ["a", "b"]}},
-    {"message": {"messageId": "m", "role": "ROLE_USER",
-                 "parts": [{"url": "https://x/y", "mediaType": "text/html", "filename": "y"},
-                           {"data": {"skill": "s", "n": [1, 2.5]}, "metadata": {"k": "v"}},
-                           {"text": "", "filename": "", "mediaType": ""}]},
-     "configuration": {"returnImmediately": True, "historyLength": 0,
-                       "acceptedOutputModes": ["text/plain"]},
-     "metadata": {"a": 1}, "tenant": "t1"},
-    {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
-     "configuration": {}},
+    {
+        "message": {
+            "messageId": "m",
+            "role": "ROLE_AGENT",
+            "parts": [{"data": None}],
+            "contextId": "",
+            "taskId": "t",
+            "metadata": {"skill": "echo"},
+            "extensions": ["urn:x"],
+            "referenceTaskIds": ["a", "b"],
+        }
+    },
+    {
+        "message": {
+            "messageId": "m",
+            "role": "ROLE_USER",
+            "parts": [
+                {"url": "https://x/y", "mediaType": "text/html", "filename": "y"},
+                {"data": {"skill": "s", "n": [1, 2.5]}, "metadata": {"k": "v"}},
+                {"text": "", "filename": "", "mediaType": ""},
+            ],
+        },
+        "configuration": {
+            "returnImmediately": True,
+            "historyLength": 0,
+            "acceptedOutputModes": ["text/plain"],
+        },
+        "metadata": {"a": 1},
+        "tenant": "t1",
+    },
+    {
+        "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+        "configuration": {},
+    },
 ]
 
 SLOW_PARAMS = [
     {"message": {"message_id": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
     {"message": {"messageId": "m", "role": 1, "parts": [{"text": "hi"}]}},
     {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"raw": "AAH/"}]}},
-    {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}],
-                 "contextId": None}},
-    {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-     "configuration": {"historyLength": "2"}},
+    {
+        "message": {
+            "messageId": "m",
+            "role": "ROLE_USER",
+            "parts": [{"text": "hi"}],
+            "contextId": None,
+        }
+    },
+    {
+        "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+        "configuration": {"historyLength": "2"},
+    },
 ]
 
 
@@ -472,10 +554,14 @@ def test_hot_path_reader_agrees_with_the_schema(params: dict[str, t.Any]) -> Non
         {"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}},
         {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": 1}]}},
         {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a", "url": "b"}]}},
-        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
-         "configuration": {"historyLength": -1}},
-        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
-         "configuration": {"returnImmediately": "yes"}},
+        {
+            "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
+            "configuration": {"historyLength": -1},
+        },
+        {
+            "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a"}]},
+            "configuration": {"returnImmediately": "yes"},
+        },
     ],
 )
 def test_hot_path_reader_refuses_exactly_as_the_schema(params: dict[str, t.Any]) -> None:

@@ -72,8 +72,11 @@ def test_card_says_push_notifications(client: A2ATestClient) -> None:
 def test_create_get_list_delete(client: A2ATestClient, webhook: Webhook) -> None:
     task_id = client.send("hi")["task"]["id"]
     created = create(
-        client, task_id, webhook.url(),
-        token="tok-1", authentication={"scheme": "Bearer", "credentials": "c-1"},
+        client,
+        task_id,
+        webhook.url(),
+        token="tok-1",
+        authentication={"scheme": "Bearer", "credentials": "c-1"},
     ).result
     assert created["id"]  # minted
     assert created["taskId"] == task_id
@@ -123,9 +126,7 @@ def test_list_pages(client: A2ATestClient, webhook: Webhook) -> None:
     task_id = client.send("hi")["task"]["id"]
     for n in range(3):
         assert create(client, task_id, webhook.url(f"/{n}"), id=f"c{n}").result["id"]
-    first = client.rpc(
-        "ListTaskPushNotificationConfigs", {"taskId": task_id, "pageSize": 2}
-    ).result
+    first = client.rpc("ListTaskPushNotificationConfigs", {"taskId": task_id, "pageSize": 2}).result
     assert [c["id"] for c in first["configs"]] == ["c0", "c1"]
     second = client.rpc(
         "ListTaskPushNotificationConfigs",
@@ -133,9 +134,7 @@ def test_list_pages(client: A2ATestClient, webhook: Webhook) -> None:
     ).result
     assert [c["id"] for c in second["configs"]] == ["c2"]
     assert not second.get("nextPageToken")
-    bad = client.rpc(
-        "ListTaskPushNotificationConfigs", {"taskId": task_id, "pageToken": "-1"}
-    )
+    bad = client.rpc("ListTaskPushNotificationConfigs", {"taskId": task_id, "pageToken": "-1"})
     assert bad.code == -32602
 
 
@@ -188,9 +187,7 @@ def keeping_one(make_app: t.Callable[..., Flask]) -> Flask:
     )
 
 
-def test_trimmed_task_takes_its_configs(
-    make_app: t.Callable[..., Flask], webhook: Webhook
-) -> None:
+def test_trimmed_task_takes_its_configs(make_app: t.Callable[..., Flask], webhook: Webhook) -> None:
     app = keeping_one(make_app)
     client = A2ATestClient(app, token="alice")
     inline = {"taskPushNotificationConfig": {"url": webhook.url(), "id": "c"}}
@@ -314,8 +311,10 @@ def test_refused_at_create_and_nothing_written(strict: A2ATestClient, url: str, 
 def test_refused_inline_and_no_task_written(strict: A2ATestClient, url: str, why: str) -> None:
     refused = strict.rpc(
         "SendMessage",
-        {"message": strict.message("hi"), "configuration": {"taskPushNotificationConfig": {
-            "url": url}}},
+        {
+            "message": strict.message("hi"),
+            "configuration": {"taskPushNotificationConfig": {"url": url}},
+        },
     )
     assert refused.code == -32602
     assert why in refused.error["message"]

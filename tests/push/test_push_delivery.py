@@ -284,7 +284,9 @@ def test_process_bounds_16_in_flight_16_waiting(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     app = make_app(
-        skills=[gate_skill(gate)], config=PUSH_CONFIG, push_resolver=no_dns,
+        skills=[gate_skill(gate)],
+        config=PUSH_CONFIG,
+        push_resolver=no_dns,
         principal=owner_principal,
     )
     client = A2ATestClient(app)
@@ -324,8 +326,10 @@ def test_hung_receiver_does_not_delay_the_task(
     latency = time.perf_counter() - start
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert webhook.wait_for(1)  # the receiver holds the first delivery
-    print(f"\nSendMessage latency: {latency * 1000:.1f} ms with a hung receiver, "
-          f"{baseline * 1000:.1f} ms without push")
+    print(
+        f"\nSendMessage latency: {latency * 1000:.1f} ms with a hung receiver, "
+        f"{baseline * 1000:.1f} ms without push"
+    )
     assert latency < 1.0  # the push timeout is 10 s: nothing waited for the receiver
     # The next task of the same owner is not held up either.
     start = time.perf_counter()
@@ -361,7 +365,9 @@ def test_transport_error_is_logged_and_the_task_completes(
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    task = client.send("hi", skill="echo", configuration=inline(f"http://127.0.0.1:{port}/closed"))["task"]
+    task = client.send("hi", skill="echo", configuration=inline(f"http://127.0.0.1:{port}/closed"))[
+        "task"
+    ]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     idle(app)
     assert len(messages(caplog, "push delivery failed")) == 3
@@ -419,7 +425,9 @@ def test_config_made_on_a_running_task_gets_a_snapshot_then_events(
     webhook.wait_for(3)
     idle(app)
     assert [kind(h) for h in webhook.hits] == [
-        "task:TASK_STATE_WORKING", "artifactUpdate", "status:TASK_STATE_COMPLETED"
+        "task:TASK_STATE_WORKING",
+        "artifactUpdate",
+        "status:TASK_STATE_COMPLETED",
     ]
 
 

@@ -72,9 +72,19 @@ class Worker:
         environ = {**os.environ, "PYTHONPATH": str(ROOT), **env}
         environ.update({key: json.dumps(value) for key, value in settings.items()})
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "flask", "--app", "tests.push_queue_app:create_app",
-             "a2a", "push-worker"],
-            cwd=ROOT, env=environ, stdout=self.output, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "flask",
+                "--app",
+                "tests.push_queue_app:create_app",
+                "a2a",
+                "push-worker",
+            ],
+            cwd=ROOT,
+            env=environ,
+            stdout=self.output,
+            stderr=subprocess.STDOUT,
         )
 
     def log(self) -> str:
@@ -141,14 +151,17 @@ def timeline(hits: list[Hit]) -> list[tuple[float, int, str]]:
 def signing_key() -> tuple[SigningKey, str]:
     private = ec.generate_private_key(ec.SECP256R1())
     pem = private.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     ).decode()
     return SigningKey("push-test", private), pem
 
 
 def test_receiver_down_for_three_attempts_gets_every_notification_once_in_order(
-    make_app: t.Callable[..., Flask], webhook: Webhook, redis_keys: list[str],
+    make_app: t.Callable[..., Flask],
+    webhook: Webhook,
+    redis_keys: list[str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     settings = queue_settings(A2A_PUBLIC_BASE_URL="https://agent.example")
@@ -158,8 +171,11 @@ def test_receiver_down_for_three_attempts_gets_every_notification_once_in_order(
     webhook.fail_first(3)
     with worker(settings, redis_keys, PUSH_TEST_SIGNING_PEM=pem) as running:
         started = time.monotonic()
-        task = client.send("go", skill="chunks", configuration={
-            "taskPushNotificationConfig": {"url": webhook.url()}})["task"]
+        task = client.send(
+            "go",
+            skill="chunks",
+            configuration={"taskPushNotificationConfig": {"url": webhook.url()}},
+        )["task"]
         answered = time.monotonic() - started
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         hits = webhook.wait_for(3 + 5, timeout=30)  # 3 refused, then 5 notifications
@@ -171,8 +187,11 @@ def test_receiver_down_for_three_attempts_gets_every_notification_once_in_order(
     assert hits[3].body == hits[0].body  # the first notification, retried until it got through
     # Every notification once, in the order written, the terminal state last.
     assert [kind(hit) for hit in delivered] == [
-        "task:TASK_STATE_SUBMITTED", "status:TASK_STATE_WORKING", "artifactUpdate",
-        "artifactUpdate", "status:TASK_STATE_COMPLETED",
+        "task:TASK_STATE_SUBMITTED",
+        "status:TASK_STATE_WORKING",
+        "artifactUpdate",
+        "artifactUpdate",
+        "status:TASK_STATE_COMPLETED",
     ]
     assert len({hit.body for hit in delivered}) == len(delivered)
     assert len(webhook.hits) == len(hits)  # nothing more came
@@ -180,8 +199,10 @@ def test_receiver_down_for_three_attempts_gets_every_notification_once_in_order(
     assert (entry["sent"], entry["retried"], entry["given_up"]) == (len(delivered), 3, 0)
     gaps = [round(b.at - a.at, 3) for a, b in zip(hits[:4], hits[1:4], strict=False)]
     with capsys.disabled():
-        print(f"\nretry timeline (s, status, event): {timeline(hits)}; waits {gaps}; "
-              f"send answered in {answered:.3f}s")
+        print(
+            f"\nretry timeline (s, status, event): {timeline(hits)}; waits {gaps}; "
+            f"send answered in {answered:.3f}s"
+        )
     # Waits: attempt n waits within [0.5, 1) x min(0.2, 0.05 x 2^(n-1)), plus the attempt.
     assert 0.025 <= gaps[0] and 0.05 <= gaps[1] and 0.1 <= gaps[2]
     assert "push delivery got HTTP 503" in log
@@ -202,7 +223,9 @@ def claims(token: str) -> dict[str, t.Any]:
 
 
 def test_a_longer_wait_is_scheduled_and_keeps_the_order(
-    make_app: t.Callable[..., Flask], webhook: Webhook, redis_keys: list[str],
+    make_app: t.Callable[..., Flask],
+    webhook: Webhook,
+    redis_keys: list[str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Waits of 1 s and more go through RQ's scheduler (whole seconds) and free the worker.
@@ -210,8 +233,11 @@ def test_a_longer_wait_is_scheduled_and_keeps_the_order(
     app = make_app(skills=[CHUNKS], config=settings)
     webhook.fail_first(1)
     with worker(settings, redis_keys) as running:
-        task = A2ATestClient(app, token="alice").send("go", skill="chunks", configuration={
-            "taskPushNotificationConfig": {"url": webhook.url()}})["task"]
+        task = A2ATestClient(app, token="alice").send(
+            "go",
+            skill="chunks",
+            configuration={"taskPushNotificationConfig": {"url": webhook.url()}},
+        )["task"]
         hits = webhook.wait_for(1 + 5, timeout=30)
         log = running.log()
     assert [kind(hit) for hit in hits if hit.status == 200][-1] == "status:TASK_STATE_COMPLETED"
@@ -232,10 +258,13 @@ def test_push_status_shows_the_owner_what_happened(
     app = make_app(config=settings)
     webhook.answer(500)
     with worker(settings, redis_keys):
-        task = A2ATestClient(app, token="alice").send("hi", configuration={
-            "taskPushNotificationConfig": {"id": "hook-1", "url": webhook.url()}})["task"]
+        task = A2ATestClient(app, token="alice").send(
+            "hi",
+            configuration={"taskPushNotificationConfig": {"id": "hook-1", "url": webhook.url()}},
+        )["task"]
         assert wait_for(
-            lambda: queue_of(app).status(task["id"]).get("hook-1", {}).get("given_up") == 3, 20)
+            lambda: queue_of(app).status(task["id"]).get("hook-1", {}).get("given_up") == 3, 20
+        )
     runner = CliRunner()
     with app.app_context():
         from flask_a2a.cli import push_status_command
@@ -251,7 +280,9 @@ def test_push_status_shows_the_owner_what_happened(
 
 
 def test_dead_receivers_never_delay_the_task_and_retries_stop_at_the_bound(
-    make_app: t.Callable[..., Flask], webhook: Webhook, redis_keys: list[str],
+    make_app: t.Callable[..., Flask],
+    webhook: Webhook,
+    redis_keys: list[str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     settings = queue_settings(A2A_PUSH_RETRY_ATTEMPTS=3, A2A_MAX_PUSH_CONFIGS_PER_TASK=16)
@@ -272,8 +303,10 @@ def test_dead_receivers_never_delay_the_task_and_retries_stop_at_the_bound(
         task = client.send("start", skill="slow")["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         for n in range(16):
-            created = client.rpc("CreateTaskPushNotificationConfig", {
-                "taskId": task["id"], "url": webhook.url(f"/dead/{n}")})
+            created = client.rpc(
+                "CreateTaskPushNotificationConfig",
+                {"taskId": task["id"], "url": webhook.url(f"/dead/{n}")},
+            )
             assert "error" not in created.json, created.text
         started = time.monotonic()
         done = client.send("go", skill="slow", task_id=task["id"])["task"]
@@ -282,8 +315,10 @@ def test_dead_receivers_never_delay_the_task_and_retries_stop_at_the_bound(
         # 16 configs x (snapshot, WORKING, COMPLETED), each notification tried 3 times.
         expected = 16 * 3 * 3
         webhook.wait_for(expected, timeout=60)
-        assert wait_for(lambda: sum(
-            e["given_up"] for e in queue_of(app).status(task["id"]).values()) == 16 * 3, 20)
+        assert wait_for(
+            lambda: sum(e["given_up"] for e in queue_of(app).status(task["id"]).values()) == 16 * 3,
+            20,
+        )
     per_notification: dict[tuple[str, bytes], int] = {}
     for hit in webhook.hits:
         per_notification[(hit.path, hit.body)] = per_notification.get((hit.path, hit.body), 0) + 1
@@ -291,9 +326,11 @@ def test_dead_receivers_never_delay_the_task_and_retries_stop_at_the_bound(
     assert set(per_notification.values()) == {3}  # the bound, and not one attempt more
     assert len(webhook.hits) == expected
     with capsys.disabled():
-        print(f"\n0.5 s task with 16 dead receivers answered in {answered:.3f}s "
-              f"(one notification's retry window: {policy.window():.2f}s; "
-              f"all 48 notifications retried serially: {48 * policy.window():.1f}s)")
+        print(
+            f"\n0.5 s task with 16 dead receivers answered in {answered:.3f}s "
+            f"(one notification's retry window: {policy.window():.2f}s; "
+            f"all 48 notifications retried serially: {48 * policy.window():.1f}s)"
+        )
     # The work's half second and the exchange's own cost (a loaded CI box included), far below
     # the 7.2 s the receivers' retries take: nothing of it is waited for by the task.
     assert answered < 0.5 + 1.5 < 48 * policy.window() / 3
@@ -306,10 +343,14 @@ def test_a_failing_receiver_pauses_its_config(
     app = make_app(skills=[CHUNKS], config=settings)
     webhook.answer(503)
     with worker(settings, redis_keys) as running:
-        task = A2ATestClient(app, token="alice").send("go", skill="chunks", configuration={
-            "taskPushNotificationConfig": {"id": "flaky", "url": webhook.url()}})["task"]
-        assert wait_for(lambda: queue_of(app).status(task["id"]).get("flaky", {}).get(
-            "given_up") == 5, 20)
+        task = A2ATestClient(app, token="alice").send(
+            "go",
+            skill="chunks",
+            configuration={"taskPushNotificationConfig": {"id": "flaky", "url": webhook.url()}},
+        )["task"]
+        assert wait_for(
+            lambda: queue_of(app).status(task["id"]).get("flaky", {}).get("given_up") == 5, 20
+        )
         entry = queue_of(app).status(task["id"])["flaky"]
         assert entry["paused"] > 590
         log = running.log()
@@ -328,11 +369,18 @@ def test_worker_guard_refuses_a_name_that_rebinds_to_loopback(
     resolver = Rebinding()
     app = make_app(config=settings, push_resolver=resolver)
     with worker(settings, redis_keys, PUSH_TEST_RESOLVER="loopback") as running:
-        task = A2ATestClient(app, token="alice").send("hi", configuration={
-            "taskPushNotificationConfig": {
-                "id": "rebound", "url": f"http://rebind.test:{webhook.port}/hook"}})["task"]
-        assert wait_for(lambda: queue_of(app).status(task["id"]).get("rebound", {}).get(
-            "given_up") == 3, 20)
+        task = A2ATestClient(app, token="alice").send(
+            "hi",
+            configuration={
+                "taskPushNotificationConfig": {
+                    "id": "rebound",
+                    "url": f"http://rebind.test:{webhook.port}/hook",
+                }
+            },
+        )["task"]
+        assert wait_for(
+            lambda: queue_of(app).status(task["id"]).get("rebound", {}).get("given_up") == 3, 20
+        )
         log = running.log()
     assert resolver.calls == ["rebind.test"]  # registration only: nothing dials in this process
     assert webhook.hits == []
@@ -348,8 +396,9 @@ def test_redis_outage_falls_back_to_in_process_with_one_log_line(
     client = A2ATestClient(app, token="alice")
     for n in range(2):
         started = time.monotonic()
-        task = client.send("hi", configuration={
-            "taskPushNotificationConfig": {"url": webhook.url(f"/{n}")}})["task"]
+        task = client.send(
+            "hi", configuration={"taskPushNotificationConfig": {"url": webhook.url(f"/{n}")}}
+        )["task"]
         assert time.monotonic() - started < 5
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     hits = webhook.wait_for(6)
@@ -406,8 +455,9 @@ def test_outcomes_are_counted_as_metrics(
     queue, jobs, counting = queue_of(app), Deferred(), Counting()
     queue.jobs, queue.metrics, push.metrics = jobs, counting, counting
     webhook.fail_first(3)
-    task = A2ATestClient(app, token="alice").send("hi", configuration={
-        "taskPushNotificationConfig": {"id": "c", "url": webhook.url()}})["task"]
+    task = A2ATestClient(app, token="alice").send(
+        "hi", configuration={"taskPushNotificationConfig": {"id": "c", "url": webhook.url()}}
+    )["task"]
     lane = lane_id(task["id"], "c")
     assert wait_for(lambda: queue.redis.llen(queue.key("lane", lane)) == 3)
     (submitted,) = jobs.submitted  # one job for the lane, however many wait in it

@@ -126,9 +126,11 @@ def test_with_a_key_no_column_holds_the_token_or_credentials(
     answered = get_config(app, task_id).result
     assert answered["token"] == TOKEN
     assert answered["authentication"] == {"scheme": "Bearer", "credentials": CREDENTIALS}
-    listed = A2ATestClient(app, token="alice").rpc(
-        "ListTaskPushNotificationConfigs", {"taskId": task_id}
-    ).result
+    listed = (
+        A2ATestClient(app, token="alice")
+        .rpc("ListTaskPushNotificationConfigs", {"taskId": task_id})
+        .result
+    )
     assert listed["configs"] == [answered]
     exported = app.extensions["a2a"].exchange.store.export_owner("alice")["pushConfigs"]
     assert TOKEN not in str(exported)
@@ -162,7 +164,9 @@ def test_the_memory_store_keeps_plaintext_in_process_memory(
 
 
 def test_a_row_stored_before_the_key_still_delivers(
-    make_app: t.Callable[..., Flask], new_store: t.Callable[..., t.Any], webhook: Webhook,
+    make_app: t.Callable[..., Flask],
+    new_store: t.Callable[..., t.Any],
+    webhook: Webhook,
     gate: Gate,
 ) -> None:
     store = new_store()
@@ -180,9 +184,7 @@ def test_a_row_stored_before_the_key_still_delivers(
 
 
 def plain(task_id: str, url: str, config_id: str = "c1") -> PushConfig:
-    return PushConfig(
-        config_id, task_id, url, TOKEN, AuthenticationInfo("Bearer", CREDENTIALS)
-    )
+    return PushConfig(config_id, task_id, url, TOKEN, AuthenticationInfo("Bearer", CREDENTIALS))
 
 
 # ------------------------------------------------------------------ the wrong key
@@ -210,8 +212,12 @@ def test_a_row_sealed_with_another_key_fails_only_its_deliveries_with_one_line(
     assert good.result["token"] == TOKEN
     webhook.wait_for(1)  # the snapshot, to the good config
     gate.release.set()
-    wait_until(lambda: client.rpc("GetTask", {"id": task_id}).result["status"]["state"]
-               == "TASK_STATE_COMPLETED")
+    wait_until(
+        lambda: (
+            client.rpc("GetTask", {"id": task_id}).result["status"]["state"]
+            == "TASK_STATE_COMPLETED"
+        )
+    )
     hits = webhook.wait_for(3)
     wait_until(lambda: "TASK_STATE_COMPLETED" in webhook.hits[-1].body.decode())
     assert {hit.path for hit in hits} == {"/hook"}
@@ -256,9 +262,11 @@ def test_rotation_reseals_every_row_under_the_newest_key(
     for config in store.list_push_configs(task_id):
         assert only_b.open(config).token == TOKEN
     newest = build(make_app, new_store(table_prefix=prefix), KEY_B)
-    listed = A2ATestClient(newest, token="alice").rpc(
-        "ListTaskPushNotificationConfigs", {"taskId": task_id}
-    ).result["configs"]
+    listed = (
+        A2ATestClient(newest, token="alice")
+        .rpc("ListTaskPushNotificationConfigs", {"taskId": task_id})
+        .result["configs"]
+    )
     assert [c["id"] for c in listed] == ["c1", "p0", "p1", "p2"]  # order kept
     assert {c["token"] for c in listed} == {TOKEN}
     assert {c["authentication"]["credentials"] for c in listed} == {CREDENTIALS}
@@ -308,9 +316,7 @@ def test_a_malformed_key_fails_startup_without_echoing_it(
     assert "not-a-key" not in str(caught.value) and KEY_A not in str(caught.value)
 
 
-def test_a_key_of_the_wrong_type_is_refused_and_hidden(
-    make_app: t.Callable[..., Flask]
-) -> None:
+def test_a_key_of_the_wrong_type_is_refused_and_hidden(make_app: t.Callable[..., Flask]) -> None:
     with pytest.raises(ConfigError, match="A2A_PUSH_SECRET_KEY=<hidden>") as caught:
         build(make_app, MemoryStore(), t.cast(str, [KEY_A, 7]))
     assert KEY_A not in str(caught.value)

@@ -42,8 +42,9 @@ class JWKSServer:
     def view(self) -> Response:
         self.fetches += 1
         body = json.dumps({"keys": [key.jwk() for key in self.keys]})
-        return Response(body, 200, {"Cache-Control": f"max-age={self.max_age}"},
-                        mimetype="application/json")
+        return Response(
+            body, 200, {"Cache-Control": f"max-age={self.max_age}"}, mimetype="application/json"
+        )
 
 
 class Receiver:
@@ -61,9 +62,14 @@ class Receiver:
             from flask import request
 
             with self.cond:
-                self.answers.append((response.status_code, response.get_data(),
-                                     {k.lower(): v for k, v in request.headers.items()},
-                                     request.get_data()))
+                self.answers.append(
+                    (
+                        response.status_code,
+                        response.get_data(),
+                        {k.lower(): v for k, v in request.headers.items()},
+                        request.get_data(),
+                    )
+                )
                 self.cond.notify_all()
             return response
 
@@ -271,8 +277,12 @@ def test_verifier_checks_audience_issuer_age_and_signature(clock: Clock) -> None
     url = "https://hooks.example/a2a"
     assert check.verify(signed(signer, url, b"{}")).task_id == "task-1"
     assert reason(check, signed(signer, "https://other.example/a2a", b"{}", "n2")) == "audience"
-    assert reason(verifier(key, clock, issuer="https://evil.example"),
-                  signed(signer, url, b"{}", "n3")) == "issuer"
+    assert (
+        reason(
+            verifier(key, clock, issuer="https://evil.example"), signed(signer, url, b"{}", "n3")
+        )
+        == "issuer"
+    )
     late = signed(signer, url, b"{}", "n4")
     clock.now += 66
     assert reason(check, late) == "too_old"
@@ -309,13 +319,15 @@ def test_verify_notification_in_a_flask_view_with_keys_given(clock: Clock) -> No
     posted = signed(NotificationSigner([key], None), "http://localhost/a2a", body, "view-1")
     app = create_receiver({"keys": [key.jwk()]}, "http://localhost/a2a", {"task-1": "tok"})
     client = app.test_client()
-    answer = client.post("/a2a", data=body, headers={**posted.headers,
-                                                    "X-A2A-Notification-Token": "tok"})
+    answer = client.post(
+        "/a2a", data=body, headers={**posted.headers, "X-A2A-Notification-Token": "tok"}
+    )
     assert answer.status_code == 204
     assert app.extensions["notifications"] == [("task-1", json.loads(body))]
     again = signed(NotificationSigner([key], None), "http://localhost/a2a", body, "view-2")
-    wrong = client.post("/a2a", data=body, headers={**again.headers,
-                                                   "X-A2A-Notification-Token": "nope"})
+    wrong = client.post(
+        "/a2a", data=body, headers={**again.headers, "X-A2A-Notification-Token": "nope"}
+    )
     assert (wrong.status_code, wrong.json) == (401, {"error": "token"})
 
 
@@ -342,8 +354,11 @@ def test_a_jwks_outage_keeps_the_cached_keys_and_does_not_hammer(clock: Clock) -
 
     session = Flaky()
     monotonic = Clock()
-    cache = JWKSCache("https://agent.example/jwks.json", session=session,  # type: ignore[arg-type]
-                      clock=monotonic)
+    cache = JWKSCache(
+        "https://agent.example/jwks.json",
+        session=session,  # type: ignore[arg-type]
+        clock=monotonic,
+    )
     check = NotificationVerifier(cache, audience="https://hooks.example/a2a", clock=clock)
     signer = NotificationSigner([key], None, clock=clock)
     for n in range(3):

@@ -74,9 +74,9 @@ def test_a_context_id_the_store_cannot_hold_is_refused_and_nothing_is_stored(
 
 def test_values_exactly_at_the_limits_are_accepted(client: A2ATestClient, webhook: t.Any) -> None:
     context = "c" * MAX_KEY
-    task = client.rpc(
-        "SendMessage", {"message": client.message("hi", context_id=context)}
-    ).result["task"]
+    task = client.rpc("SendMessage", {"message": client.message("hi", context_id=context)}).result[
+        "task"
+    ]
     assert task["contextId"] == context and task["status"]["state"] == "TASK_STATE_COMPLETED"
     listed = client.rpc("ListTasks", {"contextId": context}).result
     assert [t["id"] for t in listed["tasks"]] == [task["id"]]
@@ -124,9 +124,7 @@ def test_a_push_config_id_the_store_cannot_hold_is_refused(
         "id",
     )
     inline = {"taskPushNotificationConfig": {"id": value, "url": webhook.url()}}
-    answer = client.rpc(
-        "SendMessage", {"message": client.message("hi"), "configuration": inline}
-    )
+    answer = client.rpc("SendMessage", {"message": client.message("hi"), "configuration": inline})
     refused(answer, "configuration.taskPushNotificationConfig.id")
     for method in ("GetTaskPushNotificationConfig", "DeleteTaskPushNotificationConfig"):
         refused(client.rpc(method, {"taskId": task["id"], "id": value}), "id")
@@ -189,8 +187,13 @@ def test_nul_inside_message_content_is_stored_as_json_escapes(client: A2ATestCli
 # ------------------------------------------------------------------ defect 1: group commit
 
 
-@pytest.mark.parametrize("store_kind", [pytest.param("postgres", marks=pytest.mark.postgres),
-                                        pytest.param("mysql", marks=pytest.mark.mysql)])
+@pytest.mark.parametrize(
+    "store_kind",
+    [
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),
+    ],
+)
 def test_one_unstorable_row_fails_only_its_own_create(new_store: t.Callable[..., t.Any]) -> None:
     """Concurrent creates share INSERTs; rows PostgreSQL refuses (a context id past its column,
     written straight to the store, past the edge's check) fail only their own create."""

@@ -109,8 +109,10 @@ def test_a_hung_database_bounds_the_boot_and_every_request(
     tried, slow = timed(lambda: send(client))
     unavailable(tried)
     status, body = health(app)
-    assert (status, body) == (503, {"status": "unavailable",
-                                    "checks": {"store": "unreachable: OperationalError"}})
+    assert (status, body) == (
+        503,
+        {"status": "unavailable", "checks": {"store": "unreachable: OperationalError"}},
+    )
     print(f"\n{kind}, a listener that never answers: boot {booted:.2f} s, SendMessage "
           f"{fast * 1000:.0f} ms in the retry pause, {slow:.2f} s trying to connect "
           f"(connect timeout {CONNECT} s)")  # fmt: skip
@@ -152,7 +154,9 @@ def test_a_host_engine_is_bounded_by_the_documented_options(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_database_that_hangs_mid_service_fails_the_call_within_the_read_bound(
-    kind: str, make_app: t.Callable[..., Flask], request: pytest.FixtureRequest,
+    kind: str,
+    make_app: t.Callable[..., Flask],
+    request: pytest.FixtureRequest,
     opened: list[Flask],
 ) -> None:
     """Connections made, then the server stops answering: a read waits ``READ`` at most, its
@@ -176,8 +180,10 @@ def test_a_database_that_hangs_mid_service_fails_the_call_within_the_read_bound(
         assert got.code == -32603, got.text
         sent, blocking = timed(lambda: send(client))
         assert sent.code == -32603, sent.text
-        print(f"\n{kind}, a server that stops answering: GetTask {read:.2f} s, blocking "
-              f"SendMessage {blocking:.2f} s (read bound {READ} s, connect {CONNECT} s)")
+        print(
+            f"\n{kind}, a server that stops answering: GetTask {read:.2f} s, blocking "
+            f"SendMessage {blocking:.2f} s (read bound {READ} s, connect {CONNECT} s)"
+        )
         assert read < READ + SLACK
         # The run's write waits the read bound, then its two retries a connect each.
         assert blocking < READ + 2 * CONNECT + SLACK
@@ -192,7 +198,9 @@ def test_a_database_that_hangs_mid_service_fails_the_call_within_the_read_bound(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_database_down_at_boot_serves_health_and_errors_then_heals_without_a_restart(
-    kind: str, make_app: t.Callable[..., Flask], request: pytest.FixtureRequest,
+    kind: str,
+    make_app: t.Callable[..., Flask],
+    request: pytest.FixtureRequest,
     opened: list[Flask],
 ) -> None:
     fixture = "new_pg_database" if kind == "postgres" else "new_mysql_database"
@@ -251,8 +259,11 @@ def test_a_gevent_worker_boots_and_answers_while_a_call_waits_on_a_hung_database
             body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
                     "params": {"message": message}}  # fmt: skip
             headers = {"Authorization": "Bearer alice-token"}
-            answer, waited = timed(lambda: requests.post(
-                server.url + "/a2a", json=body, headers=headers, timeout=30).json())
+            answer, waited = timed(
+                lambda: requests.post(
+                    server.url + "/a2a", json=body, headers=headers, timeout=30
+                ).json()
+            )
             answers.append((answer, waited, time.monotonic()))
 
         before = hung.accepted

@@ -25,7 +25,7 @@ from flask_a2a.testing import A2ATestClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
-HOST_APP = '''
+HOST_APP = """
 import os
 
 from flask import Flask
@@ -62,17 +62,17 @@ def create_app():
     else:
         Migrate(app, db)
     return app
-'''
+"""
 
 #: What the documented revision holds (docs/storage-and-scaling.md).
-A2A_REVISION = '''
+A2A_REVISION = """
 def upgrade():
     a2a_migrations.create_tables(op.get_bind())
 
 
 def downgrade():
     a2a_migrations.drop_tables(op.get_bind())
-'''
+"""
 
 
 class Host:
@@ -174,8 +174,10 @@ def catalog(url: str) -> dict[str, t.Any]:
             names = sorted(n for n in inspector.get_table_names() if n.startswith("a2a_"))
             shape: dict[str, t.Any] = {
                 name: {
-                    "columns": [(c["name"], str(c["type"]), c["nullable"])
-                                for c in inspector.get_columns(name)],
+                    "columns": [
+                        (c["name"], str(c["type"]), c["nullable"])
+                        for c in inspector.get_columns(name)
+                    ],
                     "key": inspector.get_pk_constraint(name)["constrained_columns"],
                 }  # fmt: skip
                 for name in names
@@ -271,9 +273,12 @@ def test_migrations_create_what_the_store_needs_from_an_empty_database(
     app = host.app(monkeypatch)
     task = send(app)["task"]
     with app.app_context():
-        stored = app.extensions["sqlalchemy"].session.execute(
-            sa.text("SELECT id FROM a2a_tasks")
-        ).scalars().all()
+        stored = (
+            app.extensions["sqlalchemy"]
+            .session.execute(sa.text("SELECT id FROM a2a_tasks"))
+            .scalars()
+            .all()
+        )
     assert stored == [task["id"]]
     dispose(app)
 

@@ -64,9 +64,15 @@ def test_an_emoji_and_a_1_mib_message_round_trip_byte_for_byte(
         assert got["history"][0]["parts"][0]["text"] == text
     store = app.extensions["a2a"].exchange.store
     with store.engine.connect() as conn:
-        kinds = dict(conn.execute(sa.text(
-            "SELECT column_name, column_type FROM information_schema.columns "
-            "WHERE table_schema = DATABASE() AND table_name = :t"), {"t": store.tasks.name}).all())
+        kinds = dict(
+            conn.execute(
+                sa.text(
+                    "SELECT column_name, column_type FROM information_schema.columns "
+                    "WHERE table_schema = DATABASE() AND table_name = :t"
+                ),
+                {"t": store.tasks.name},
+            ).all()
+        )
     assert kinds["body"] == "longtext"  # TEXT would hold 64 KiB
 
 
@@ -315,9 +321,14 @@ def test_an_older_case_insensitive_table_is_brought_to_exact_keys(mysql_engine: 
     store = SQLStore(mysql_engine, name)
     try:
         with mysql_engine.connect() as conn:
-            rows = conn.execute(sa.text(
-                "SELECT column_name, column_type, collation_name FROM information_schema.columns "
-                "WHERE table_schema = DATABASE() AND table_name = :t"), {"t": f"{name}tasks"})
+            rows = conn.execute(
+                sa.text(
+                    "SELECT column_name, column_type, collation_name "
+                    "FROM information_schema.columns "
+                    "WHERE table_schema = DATABASE() AND table_name = :t"
+                ),
+                {"t": f"{name}tasks"},
+            )
             columns = {row[0]: (row[1], row[2]) for row in rows}  # fmt: skip
         for key in ("id", "owner", "tenant", "context_id"):
             assert columns[key][1] in ("utf8mb4_nopad_bin", "utf8mb4_0900_bin"), columns

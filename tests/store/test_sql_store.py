@@ -73,7 +73,10 @@ def test_an_older_table_gains_tenant_and_scopes_and_its_rows_read_as_a_sessions(
         record = store.get_task("old-1")
         assert record is not None
         assert (record.owner, record.tenant, record.scopes, record.version) == (
-            "alice", None, None, 3
+            "alice",
+            None,
+            None,
+            3,
         )
         assert record.visible_to(Principal("alice"))
         assert not record.visible_to(Principal("alice", tenant="t2"))
@@ -92,7 +95,7 @@ def test_listing_indexes_exist(new_store: t.Callable[..., t.Any]) -> None:
         "sqlite": "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :t",
         "postgresql": "SELECT indexname FROM pg_indexes WHERE tablename = :t",
         "mysql": "SELECT index_name FROM information_schema.statistics "
-                 "WHERE table_schema = DATABASE() AND table_name = :t",
+        "WHERE table_schema = DATABASE() AND table_name = :t",
     }[store.dialect]
     with store.engine.connect() as conn:
         names = set(conn.execute(sa.text(catalog), {"t": store.tasks.name}).scalars())
@@ -109,9 +112,7 @@ def test_listing_indexes_exist(new_store: t.Callable[..., t.Any]) -> None:
         (ListQuery("u1", scoped=True), "tier"),
     ],
 )
-def test_postgres_pages_come_in_index_order(
-    pg_engine: t.Any, query: ListQuery, index: str
-) -> None:
+def test_postgres_pages_come_in_index_order(pg_engine: t.Any, query: ListQuery, index: str) -> None:
     store = SQLStore(pg_engine, f"a2a_{uuid.uuid4().hex[:10]}_")
     rows = [
         dict(id=f"t{i}", owner=f"u{i % 10}", tenant=None if i % 2 else "t",
@@ -408,8 +409,11 @@ def counted_and_counted_again(store: t.Any, query: ListQuery) -> tuple[int, int]
     if query.tenanted:
         where.append(c.tenant.is_(None) if query.tenant is None else c.tenant == query.tenant)
     if query.scoped:
-        text = None if query.scopes is None else json.dumps(sorted(query.scopes),
-                                                            separators=(",", ":"))
+        text = (
+            None
+            if query.scopes is None
+            else json.dumps(sorted(query.scopes), separators=(",", ":"))
+        )
         where.append(c.scopes.is_(None) if text is None else c.scopes == text)
     with store.engine.connect() as conn:
         truth = conn.execute(sa.select(sa.func.count()).where(*where)).scalar_one()
