@@ -132,7 +132,13 @@ def test_protocol_exchange_and_bindings_import_no_flask(name: str) -> None:
 
 
 def test_nothing_below_the_top_imports_the_extension_or_the_cli() -> None:
-    top = {"flask_a2a.extension", "flask_a2a.cli", "flask_a2a.testing", "flask_a2a.gunicorn"}
+    top = {
+        "flask_a2a.extension",
+        "flask_a2a.views",
+        "flask_a2a.cli",
+        "flask_a2a.testing",
+        "flask_a2a.gunicorn",
+    }
     wrong = sorted(
         (name, target)
         for name in MODULES
@@ -142,32 +148,37 @@ def test_nothing_below_the_top_imports_the_extension_or_the_cli() -> None:
     assert wrong == []
 
 
-def architecture_names() -> tuple[set[str], set[str]]:
-    """The packages and the top-level modules the layer table of docs/architecture.md lists."""
+def architecture_tables() -> dict[str, set[str]]:
+    """Each package's modules as docs/architecture.md lists them: ``{"store": {"sql", ...},
+    "": {top-level modules}}``, read from the tables under each ``flask_a2a/<package>/``
+    heading."""
     text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
-    packages: set[str] = set()
-    top: set[str] = set()
-    for row in text.splitlines():
-        cells = [cell.strip() for cell in row.split("|")[1:-1]]
-        if len(cells) != 3 or not cells[1].startswith("`flask_a2a/"):
-            continue
-        named = set(re.findall(r"`(?:flask_a2a/)?(\w+)/`", cells[1])) - {"flask_a2a"}
-        packages |= named
-        if not named:  # the top row: the package itself, its modules (and packages) in the
-            modules = re.split(r"`[a-z_]+/`", cells[2])[0]  # third cell; a package's own
-            top |= {f"{name}.py" for name in re.findall(r"`([a-z_]+)`", modules)}  # come after
-            packages |= set(re.findall(r"`([a-z_]+)/`", cells[2]))
-    return packages, top
+    tables: dict[str, set[str]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        heading = re.match(r"^(?:### |\*\*).*`flask_a2a/(\w*)/?`", line)
+        if heading:
+            current = heading.group(1)
+            tables.setdefault(current, set())
+        elif line.startswith("## "):
+            current = None
+        elif current is not None:
+            row = re.match(r"^\| `(\w+)` \|", line)
+            if row:
+                tables[current].add(row.group(1))
+    return tables
 
 
-def test_the_package_holds_only_what_the_architecture_page_lists() -> None:
-    """No module at the top of the package but the ones the page names (no leftover old paths),
-    and every package the page names exists."""
-    packages, top = architecture_names()
-    present_packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    present_top = {p.name for p in PACKAGE.glob("*.py")}
-    assert present_packages == packages
-    assert present_top == top
+def test_the_architecture_page_lists_every_module_once_and_nothing_else() -> None:
+    """No module the page does not list (no leftover old paths), and no listed module that is
+    not there: each package's table names exactly its modules."""
+    tables = architecture_tables()
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert set(tables) - {""} == packages
+    for name, listed in tables.items():
+        folder = PACKAGE / name if name else PACKAGE
+        present = {p.stem for p in folder.glob("*.py")} - ({"__init__"} if name else set())
+        assert present == listed, f"flask_a2a/{name}: the page lists {sorted(listed)}"
 
 
 def test_no_import_cycles_at_module_level() -> None:
