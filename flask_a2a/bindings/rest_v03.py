@@ -22,7 +22,7 @@ from ..protocol.extensions import Activation
 from ..protocol.scrub import scrub
 from .checks import admit, check_origin, finish, internal_error, invoke, preflight
 from .rest import JSON_HEADERS, Body, body_params, error_reply, query_params
-from .v03 import VERSION, translate_stream
+from .v03 import VERSION, table_of, translate_stream
 
 #: The prefix of every v0.3 route below the REST mount.
 PREFIX: t.Final = "v1/"
@@ -148,25 +148,13 @@ class _Methods:
         self._call("DeleteTaskPushNotificationConfig", call, params)
         return {}
 
-    def card(self, call: Call) -> t.Any:
+    def extended_card(self, call: Call) -> t.Any:
         return self._call("GetExtendedAgentCard", call, {})
 
 
 def methods(table: t.Mapping[str, Method]) -> dict[str, Method]:
     """The v0.3 REST method table over the v1.0 ``table``."""
-    m = _Methods(table)
-    return {
-        "message/send": m.send,
-        "message/stream": m.stream,
-        "tasks/get": m.get_task,
-        "tasks/cancel": m.cancel,
-        "tasks/resubscribe": m.resubscribe,
-        "tasks/pushNotificationConfig/set": m.set_push,
-        "tasks/pushNotificationConfig/get": m.get_push,
-        "tasks/pushNotificationConfig/list": m.list_push,
-        "tasks/pushNotificationConfig/delete": m.delete_push,
-        "agent/getAuthenticatedExtendedCard": m.card,
-    }
+    return table_of(_Methods(table))
 
 
 def handle(

@@ -129,21 +129,30 @@ class _Methods:
         return self._call("GetExtendedAgentCard", call, {})
 
 
+#: Each v0.3 method, and the attribute of a method object (this module's, ``rest_v03``'s) that
+#: serves it.
+SERVED_BY: t.Final = {
+    "message/send": "send",
+    "message/stream": "stream",
+    "tasks/get": "get_task",
+    "tasks/cancel": "cancel",
+    "tasks/resubscribe": "resubscribe",
+    "tasks/pushNotificationConfig/set": "set_push",
+    "tasks/pushNotificationConfig/get": "get_push",
+    "tasks/pushNotificationConfig/list": "list_push",
+    "tasks/pushNotificationConfig/delete": "delete_push",
+    "agent/getAuthenticatedExtendedCard": "extended_card",
+}
+
+
+def table_of(served: object) -> dict[str, Method]:
+    """The v0.3 method table of ``served``, a method object with every :data:`SERVED_BY`."""
+    return {name: getattr(served, attr) for name, attr in SERVED_BY.items()}
+
+
 def methods(table: t.Mapping[str, Method]) -> dict[str, Method]:
     """The v0.3 method table, each entry calling the v1.0 method of ``table``."""
-    m = _Methods(table)
-    return {
-        "message/send": m.send,
-        "message/stream": m.stream,
-        "tasks/get": m.get_task,
-        "tasks/cancel": m.cancel,
-        "tasks/resubscribe": m.resubscribe,
-        "tasks/pushNotificationConfig/set": m.set_push,
-        "tasks/pushNotificationConfig/get": m.get_push,
-        "tasks/pushNotificationConfig/list": m.list_push,
-        "tasks/pushNotificationConfig/delete": m.delete_push,
-        "agent/getAuthenticatedExtendedCard": m.extended_card,
-    }
+    return table_of(_Methods(table))
 
 
 # --------------------------------------------------------------------------- streams

@@ -34,13 +34,13 @@ from ..protocol.scrub import scrub
 from ..store import processes
 from ..store.base import StaleTaskError
 from ..store.leases import LEASED_STATES, TIMED_OUT, WORKER_STOPPED, LapsedRun, LeaseTerms
+from .replicas import ReplicaHost
 
 if t.TYPE_CHECKING:
     from ..config import Settings
-    from ..store.base import Store
     from .calls import Call
     from .run_state import Run
-    from .runner import Runner, Timer
+    from .runner import Timer
     from .runs import Runs
     from .writer import TaskWriter
 
@@ -68,21 +68,14 @@ def _micros() -> int:
     return time.time_ns() // 1000
 
 
-class LeaseHost(t.Protocol):
+class LeaseHost(ReplicaHost, t.Protocol):
     """What the leases use of their exchange (``methods.Exchange``, which builds them: this
-    module does not name it back)."""
+    module does not name it back): what the replica watch uses, and the runs and the writer."""
 
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def store(self) -> Store: ...
-    @property
-    def runner(self) -> Runner: ...
     @property
     def runs(self) -> Runs: ...
     @property
     def writer(self) -> TaskWriter: ...
-    def live_runs(self) -> list[Run]: ...
 
 
 class RunLeases:
