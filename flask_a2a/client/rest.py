@@ -12,7 +12,7 @@ import requests
 
 from ..bindings.rest import error_class_for_reason
 from ..protocol.errors import ERROR_INFO_TYPE, A2AError, error_from_dict
-from .sse import A2AClientError, EventStream, Timeout
+from .sse import A2AClientError, EventStream, Timeout, json_of
 
 MEDIA_TYPE: t.Final = "application/a2a+json"
 _HEADERS: t.Final = {"Content-Type": MEDIA_TYPE}
@@ -109,13 +109,7 @@ def _query_value(value: t.Any) -> str:
 def rest_answer(response: requests.Response) -> t.Any:
     """The bare result of a 200, or the server's ``google.rpc.Status`` raised as its class."""
     status = response.status_code
-    if 300 <= status < 400:
-        where = response.headers.get("Location", "?")
-        raise A2AClientError(f"HTTP {status}: the endpoint moved to {where}", status)
-    try:
-        payload = response.json()
-    except ValueError:
-        raise A2AClientError(f"HTTP {status}: the answer is not A2A HTTP+JSON", status) from None
+    payload = json_of(response, "A2A HTTP+JSON")
     if status == 200:
         return payload
     raise status_error(payload, status)

@@ -41,16 +41,23 @@ class A2AClientError(Exception):
         self.status = status
 
 
-def answer_of(response: requests.Response, request_id: int) -> t.Any:
-    """The ``result`` of a JSON-RPC answer, or the server's error raised as its class."""
+def json_of(response: requests.Response, kind: str) -> t.Any:
+    """An answer's JSON; a redirect or a body that is not JSON raises, naming the ``kind`` of
+    answer expected (the endpoint is a binding's, not a page's)."""
     status = response.status_code
     if 300 <= status < 400:
         where = response.headers.get("Location", "?")
         raise A2AClientError(f"HTTP {status}: the endpoint moved to {where}", status)
     try:
-        payload = response.json()
+        return response.json()
     except ValueError:
-        raise A2AClientError(f"HTTP {status}: the answer is not JSON-RPC", status) from None
+        raise A2AClientError(f"HTTP {status}: the answer is not {kind}", status) from None
+
+
+def answer_of(response: requests.Response, request_id: int) -> t.Any:
+    """The ``result`` of a JSON-RPC answer, or the server's error raised as its class."""
+    status = response.status_code
+    payload = json_of(response, "JSON-RPC")
     if (
         isinstance(payload, dict)
         and isinstance(payload.get("error"), dict)

@@ -58,25 +58,33 @@ _ROLES_IN: t.Final = {"user": Role.USER, "agent": Role.AGENT}
 # --------------------------------------------------------------------------- writing
 
 
+def data_object(part: Part) -> dict[str, t.Any]:
+    """A v0.3 data part holds an object; any other JSON value travels as ``{"value": ...}``."""
+    return part.data if isinstance(part.data, dict) else {"value": part.data}
+
+
+def file_object(part: Part, bytes_key: str, uri_key: str) -> dict[str, t.Any]:
+    """A raw or url part as a v0.3 file (the JSON-RPC and REST shapes name the content apart)."""
+    file: dict[str, t.Any] = (
+        {bytes_key: base64.b64encode(part.raw).decode("ascii")}
+        if part.raw is not None
+        else {uri_key: part.url}
+    )
+    if part.media_type:
+        file["mimeType"] = part.media_type
+    if part.filename:
+        file["name"] = part.filename
+    return file
+
+
 def dump_part(part: Part) -> dict[str, t.Any]:
     out: dict[str, t.Any]
     if part.text is not None:
         out = {"kind": "text", "text": part.text}
     elif part.data is not UNSET:
-        # v0.3 data parts hold an object; any other JSON value travels as {"value": ...}.
-        data = part.data if isinstance(part.data, dict) else {"value": part.data}
-        out = {"kind": "data", "data": data}
+        out = {"kind": "data", "data": data_object(part)}
     else:
-        file: dict[str, t.Any] = (
-            {"bytes": base64.b64encode(part.raw).decode("ascii")}
-            if part.raw is not None
-            else {"uri": part.url}
-        )
-        if part.media_type:
-            file["mimeType"] = part.media_type
-        if part.filename:
-            file["name"] = part.filename
-        out = {"kind": "file", "file": file}
+        out = {"kind": "file", "file": file_object(part, "bytes", "uri")}
     if part.metadata is not None:
         out["metadata"] = part.metadata
     return out

@@ -40,18 +40,9 @@ def dump_part(part: Part) -> dict[str, t.Any]:
     if part.text is not None:
         out = {"text": part.text}
     elif part.data is not UNSET:
-        out = {"data": {"data": part.data if isinstance(part.data, dict) else {"value": part.data}}}
+        out = {"data": {"data": v03.data_object(part)}}
     else:
-        file: dict[str, t.Any] = (
-            {"fileWithBytes": base64.b64encode(part.raw).decode("ascii")}
-            if part.raw is not None
-            else {"fileWithUri": part.url}
-        )
-        if part.media_type:
-            file["mimeType"] = part.media_type
-        if part.filename:
-            file["name"] = part.filename
-        out = {"file": file}
+        out = {"file": v03.file_object(part, "fileWithBytes", "fileWithUri")}
     if part.metadata is not None:
         out["metadata"] = part.metadata
     return out

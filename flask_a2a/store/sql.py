@@ -159,6 +159,12 @@ def _unstorable_field(row: dict[str, t.Any]) -> tuple[str, str] | None:
     return None
 
 
+def _chunks(ids: list[str]) -> t.Iterator[list[str]]:
+    """``ids`` in slices of :data:`_CHUNK` (one statement each: bound parameters are limited)."""
+    for start in range(0, len(ids), _CHUNK):
+        yield ids[start : start + _CHUNK]
+
+
 class SQLStore:
     """A :class:`~flask_a2a.store.Store` on a SQLAlchemy engine (PostgreSQL, MySQL/MariaDB
     or SQLite).
@@ -795,8 +801,7 @@ class SQLStore:
         c = self.tasks.c
         out: dict[str, tuple[int, TaskState]] = {}
         with self._one() as conn:
-            for start in range(0, len(task_ids), _CHUNK):
-                chunk = task_ids[start : start + _CHUNK]
+            for chunk in _chunks(task_ids):
                 query = sa.select(c.id, c.version, c.state).where(c.id.in_(chunk))
                 for row in conn.execute(query):
                     out[row.id] = (row.version, TaskState(row.state))
@@ -810,8 +815,7 @@ class SQLStore:
         was never written (its first write failed) takes it now."""
         c = self.tasks.c
         with self._one() as conn:
-            for start in range(0, len(task_ids), _CHUNK):
-                chunk = task_ids[start : start + _CHUNK]
+            for chunk in _chunks(task_ids):
                 conn.execute(
                     self.tasks.update()
                     .where(c.id.in_(chunk), c.state.in_(_LEASED_STATES))
@@ -832,8 +836,7 @@ class SQLStore:
         """End the leases of tasks that run on outside any run (handed off to a job)."""
         c = self.tasks.c
         with self._one() as conn:
-            for start in range(0, len(task_ids), _CHUNK):
-                chunk = task_ids[start : start + _CHUNK]
+            for chunk in _chunks(task_ids):
                 conn.execute(
                     self.tasks.update()
                     .where(c.id.in_(chunk))
@@ -910,8 +913,7 @@ class SQLStore:
         ids = list(dict.fromkeys(task_ids))
         deleted = 0
         with self._tx() as conn:
-            for start in range(0, len(ids), _CHUNK):
-                chunk = ids[start : start + _CHUNK]
+            for chunk in _chunks(ids):
                 conn.execute(
                     self.push_configs.delete().where(self.push_configs.c.task_id.in_(chunk))
                 )
@@ -947,8 +949,7 @@ class SQLStore:
         candidates = [row[0] for row in rows]
         doomed: list[str] = []
         skip = sql_mysql.skip_locked(self.engine.dialect)
-        for start in range(0, len(candidates), _CHUNK):
-            chunk = candidates[start : start + _CHUNK]
+        for chunk in _chunks(candidates):
             if self._driver is not None and len(chunk) <= _MULTI_ROWS:
                 trimmed = self._trim_mysql_chunk(tier, chunk, skip)
                 if trimmed is not None:
