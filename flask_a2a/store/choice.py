@@ -77,7 +77,8 @@ def describe(store: object) -> str:
     """How the startup log line names a store: ``SQLStore(sqlite, prefix a2a_)``."""
     if isinstance(store, MemoryStore):
         return "MemoryStore"
-    dialect, prefix = getattr(store, "dialect", None), getattr(store, "table_prefix", None)
+    dialect = getattr(getattr(store, "dialect", None), "name", None)
+    prefix = getattr(store, "table_prefix", None)
     if dialect is not None and prefix is not None:
         return f"{type(store).__name__}({dialect}, prefix {prefix})"
     return type(store).__name__
@@ -88,7 +89,7 @@ def process_local(store: object) -> str | None:
     if isinstance(store, MemoryStore):
         return "the memory store"
     sql = sys.modules.get("flask_a2a.store.sql")
-    if sql is not None and isinstance(store, sql.SQLStore) and store.dialect == "sqlite":
+    if sql is not None and isinstance(store, sql.SQLStore) and store.dialect.name == "sqlite":
         if store.engine.url.database in (None, "", ":memory:"):
             return "an in-memory SQLite store"
     return None

@@ -71,12 +71,7 @@ def create_tables(bind: Connection | Engine, prefix: str = "a2a_") -> None:
         store = _declared(offline, prefix)
         store.metadata.create_all(offline, checkfirst=False)  # with the indexes
         if store.counts is not None:
-            from . import sql_counts, sql_mysql
-
-            if store.mysql:
-                sql_mysql.install_counts(offline, store.tasks, store.counts)
-            else:
-                sql_counts.install(offline, store.tasks, store.counts, prefix)
+            store.dialect.install_counts(offline, store.tasks, store.counts, prefix)
         return
     _declared(bind, prefix).create_tables(bind)
 
@@ -88,10 +83,7 @@ def drop_tables(bind: Connection, prefix: str = "a2a_") -> None:
     if offline is not None:
         store = _declared(offline, prefix)
         store.metadata.drop_all(offline, checkfirst=False)
-        if store.counts is not None and not store.mysql:
-            from . import sql_counts
-
-            sql_counts.uninstall(offline, prefix)
+        store.dialect.uninstall_counts(offline, prefix)
         return
     _declared(bind, prefix).drop_tables(bind)
 

@@ -11,11 +11,20 @@
   together serialize on ``GET_LOCK``.
 * A store on the host's engine bounds each transaction by setting the session's timeouts and
   restoring them after (MySQL has no ``SET LOCAL``).
+* A NUL in a key is refused (-32602): MySQL would store it, every other store refuses it.
+* There is no ``UPDATE ... RETURNING``: the caller's creation-time fields are checked in the
+  WHERE instead (they never change).
+* The per-tier counts are kept by row-level triggers, keyed by the scope set's digest.
+* A trim reads its candidates without locks, then locks and deletes them chunk by chunk
+  (:meth:`MySQLDialect.trim`).
+
+:class:`MySQLDialect` is what the store calls; the functions below are its pieces.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import math
 import typing as t
@@ -25,6 +34,22 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.compiler import compiles
+
+from ..protocol.limits import refusal
+from ..protocol.model import Tier
+from .base import StaleTaskError, TaskRecord
+from .sql_dialect import (
+    MULTI_ROWS,
+    ROW_FIELDS,
+    TERMINAL_LITERALS,
+    TERMINAL_STATES_SORTED,
+    SQLDialect,
+    StoreHost,
+    chunks,
+    micros,
+    scope_text,
+    shape,
+)
 
 #: The SQLAlchemy dialect names of MySQL-protocol servers (``mysql+pymysql://``,
 #: ``mariadb+pymysql://``).
@@ -240,3 +265,213 @@ def install_counts(conn: Connection, tasks: sa.Table, counts: sa.Table) -> None:
         f"SELECT owner, {tenant(task_table)}, {scopes(task_table)}, COUNT(*) FROM {task_table} "
         f"GROUP BY 1, 2, 3"
     )
+
+
+class MySQLDialect(SQLDialect):
+    """MariaDB and MySQL (``mysql+pymysql://``, ``mariadb+pymysql://``)."""
+
+    counts = True
+    hashed_scopes = True
+
+    # -- tables
+
+    def extra_columns(self) -> list[sa.Column[t.Any]]:
+        """The scope set's digest, a virtual column the tier index can hold."""
+        computed = sa.Computed(sa.text(SCOPES_KEY_SQL), persisted=False)
+        return [sa.Column("scopes_key", DIGEST, computed)]
+
+    def indexes(self, tasks: sa.Table, prefix: str, lease_index: sa.Index) -> tuple[sa.Index, ...]:
+        """Plain columns (MariaDB has no expression indexes). InnoDB appends the primary key
+        (id) to each, so they give the (status_ts, id) page order; both fit the 3072-byte key
+        limit (255 utf8mb4 characters are 1020 bytes)."""
+        c = tasks.c
+        return (
+            sa.Index(f"ix_{prefix}tasks_tier", c.owner, c.tenant, c.scopes_key, c.status_ts),
+            sa.Index(f"ix_{prefix}tasks_owner", c.owner, c.tenant, c.status_ts),
+            lease_index,
+        )
+
+    def ddl_lock(
+        self, conn: Connection, name: str, seconds: float
+    ) -> contextlib.AbstractContextManager[None]:
+        return ddl_lock(conn, name, seconds)
+
+    def upgrade_table(self, conn: Connection, table: sa.Table) -> None:
+        upgrade(conn, table)
+
+    def add_extra_columns(self, conn: Connection, tasks: sa.Table, present: set[str]) -> None:
+        if "scopes_key" not in present:
+            add_scopes_key(conn, tasks)
+
+    def create_indexes(self, conn: Connection, indexes: t.Iterable[sa.Index]) -> None:
+        for index in missing_indexes(conn, indexes):
+            conn.execute(sa.schema.CreateIndex(index))
+
+    def install_counts(
+        self, conn: Connection, tasks: sa.Table, counts: sa.Table, prefix: str
+    ) -> None:
+        install_counts(conn, tasks, counts)
+
+    # -- sessions
+
+    @contextlib.contextmanager
+    def transaction(self) -> t.Iterator[Connection]:
+        if self.autocommits:  # the session is READ COMMITTED already
+            with self.engine.connect() as conn, explicit_transaction(conn):
+                yield conn
+            return
+        # The host's engine: its settings come back after the transaction.
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="READ COMMITTED")
+            try:
+                with conn.begin():
+                    bound_session(conn, self.millis)
+                    yield conn
+            finally:
+                restore_session(conn, self.millis)
+
+    # -- rows
+
+    def check_row(self, row: dict[str, t.Any]) -> None:
+        for column, field, _ in ROW_FIELDS:
+            value = row.get(column)
+            if value is not None and "\x00" in value:
+                raise refusal(field, "must not contain NUL characters")
+
+    def round_order(self, rows: list[dict[str, t.Any]]) -> list[dict[str, t.Any]]:
+        """Tiers in one order: concurrent rounds take count rows in one order."""
+        return sorted(rows, key=lambda row: (row["owner"], row["tenant"] or "",
+                                             row["scopes"] or ""))  # fmt: skip
+
+    def scope_params(self, text: str | None) -> dict[str, str]:
+        return {"scopes": text or "", "scopes_key": scopes_key(text)}
+
+    def scopes_is(self, tasks: sa.Table, null: bool) -> list[t.Any]:
+        """Through the indexed digest, then exactly."""
+        c = tasks.c
+        same = c.scopes.is_(None) if null else c.scopes == sa.bindparam("scopes")
+        return [c.scopes_key == sa.bindparam("scopes_key"), same]
+
+    def page_after(self, tasks: sa.Table, stamp: int, last_id: str) -> list[t.Any]:
+        """MySQL ranges on a plain bound, not on a row comparison: both."""
+        return [*super().page_after(tasks, stamp, last_id), tasks.c.status_ts <= stamp]
+
+    def update_statement(self, tasks: sa.Table, changes: dict[str, t.Any]) -> t.Any:
+        """No UPDATE ... RETURNING: the caller's creation-time fields are in the WHERE (they
+        never change), so a matched row has exactly those."""
+        c = tasks.c
+        return (
+            tasks.update()
+            .where(
+                c.id == sa.bindparam("task_id"), c.version == sa.bindparam("expected"),
+                c.owner == sa.bindparam("was_owner"),
+                c.tenant.is_not_distinct_from(sa.bindparam("was_tenant")),
+                c.scopes.is_not_distinct_from(sa.bindparam("was_scopes")),
+                c.created_at == sa.bindparam("was_created_at"),
+            )
+            .values(**changes)
+        )  # fmt: skip
+
+    def update(
+        self,
+        host: StoreHost,
+        statement: t.Any,
+        record: TaskRecord,
+        expected_version: int,
+        values: dict[str, t.Any],
+    ) -> TaskRecord:
+        """If the caller's creation-time fields are not the row's, the row is read and the
+        update made with the row's (ownership never moves)."""
+        owned = {
+            **values, "was_owner": record.owner, "was_tenant": record.tenant,
+            "was_scopes": scope_text(record.scopes), "was_created_at": micros(record.created_at),
+        }  # fmt: skip
+        _, matched = host.statements.execute("update_owned", statement, owned)
+        if matched == 1:
+            return dataclasses.replace(record, version=expected_version + 1)
+        current = host.get_task(record.task.id)
+        if current is None or current.version != expected_version:
+            raise StaleTaskError(current)
+        return self.update(
+            host, statement,
+            dataclasses.replace(
+                record, owner=current.owner, tenant=current.tenant, scopes=current.scopes,
+                created_at=current.created_at,
+            ),
+            expected_version, values,
+        )  # fmt: skip
+
+    # -- trims
+
+    def build_trim(self, host: StoreHost, tier: Tier) -> t.Any:
+        """The candidates, read without locks (:meth:`trim` deletes them)."""
+        return self.oldest_terminal(host, tier)
+
+    def trim(self, host: StoreHost, tier: Tier, params: dict[str, t.Any]) -> list[str]:
+        """The candidates by a read that takes no lock (one round trip, usually empty); then per
+        chunk one short transaction locks them ``SKIP LOCKED`` (a row another trim holds is that
+        trim's to delete) before any count row is touched, deletes them by primary key and the
+        owner's orphan configs. A trim takes its task rows first, never waits on a task row,
+        and takes its tier's count row last, so trims and settles never wait in a cycle."""
+        c, pc = host.tasks.c, host.push_configs.c
+        oldest = self.trim_statement(host, tier)
+        rows, _ = host.statements.execute(("trim", *shape(tier)), oldest, params)
+        candidates = [row[0] for row in rows]
+        doomed: list[str] = []
+        skip = skip_locked(self.engine.dialect)
+        for chunk in chunks(candidates):
+            if host.statements.driver is not None and len(chunk) <= MULTI_ROWS:
+                trimmed = self._trim_chunk(host, tier, chunk, skip)
+                if trimmed is not None:
+                    doomed.extend(trimmed)
+                    continue
+            with host.statements.tx() as conn:
+                locked = sa.select(c.id).where(c.id.in_(chunk), c.state.in_(TERMINAL_STATES_SORTED))
+                ids = list(conn.execute(locked.with_for_update(skip_locked=skip)).scalars())
+                if not ids:
+                    continue
+                # One primary-key DELETE per row: an IN list may be planned as a scan that
+                # waits on rows another trim holds while this one holds the count row.
+                conn.execute(self._delete_one(host), [{"doomed": task_id} for task_id in ids])
+                alive = sa.select(c.id).where(c.id == pc.task_id).exists()
+                conn.execute(host.push_configs.delete().where(pc.owner == tier.owner, ~alive))
+            doomed.extend(ids)
+        return doomed
+
+    def _delete_one(self, host: StoreHost) -> t.Any:
+        statement = self._built.get("delete_one")
+        if statement is None:
+            statement = host.tasks.delete().where(host.tasks.c.id == sa.bindparam("doomed"))
+            self._built["delete_one"] = statement
+        return statement
+
+    def _trim_chunk(
+        self, host: StoreHost, tier: Tier, chunk: list[str], skip: bool
+    ) -> list[str] | None:
+        """:meth:`trim`'s transaction for one chunk, on the DBAPI cursor (statements compiled
+        once per chunk size); None: it must go through SQLAlchemy."""
+        c, pc = host.tasks.c, host.push_configs.c
+        n = len(chunk)
+
+        def locking() -> t.Any:
+            listed: list[t.Any] = [sa.bindparam(f"id_{i}") for i in range(n)]
+            locked = sa.select(c.id).where(c.id.in_(listed), c.state.in_(TERMINAL_LITERALS))
+            return locked.with_for_update(skip_locked=skip)
+
+        def orphans() -> t.Any:
+            alive = sa.select(c.id).where(c.id == pc.task_id).exists()
+            return host.push_configs.delete().where(pc.owner == sa.bindparam("owner"), ~alive)
+
+        lock = host.statements.plain_of(("trim_lock", n), locking)
+        delete = host.statements.plain_of("delete_one", self._delete_one(host))
+        orphan = host.statements.plain_of("orphans", orphans)
+        driver = host.statements.driver
+        if driver is None or lock is None or delete is None or orphan is None:
+            return None
+        with driver.transaction() as tx:
+            ids = [row[0] for row in tx.run(lock, {f"id_{i}": v for i, v in enumerate(chunk)})]
+            if ids:
+                # One primary-key DELETE per row (as above).
+                tx.many(delete, [{"doomed": task_id} for task_id in ids])
+                tx.run(orphan, {"owner": tier.owner})
+        return ids

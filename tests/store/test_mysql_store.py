@@ -232,7 +232,7 @@ def test_a_locked_row_times_out_instead_of_hanging(mysql_engine: t.Any, own_engi
     host = sa.create_engine(mysql_url(), pool_size=1, max_overflow=0)
     engine = engine_from_url(mysql_url(), statement_timeout=1.0) if own_engine else host
     store = SQLStore(engine, prefix(), statement_timeout=1.0)
-    assert store._autocommits is own_engine
+    assert store.statements.autocommits is own_engine
     try:
         first = store.create_task(make_record("t1"))
         with mysql_engine.connect() as holder:

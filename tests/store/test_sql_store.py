@@ -96,7 +96,7 @@ def test_listing_indexes_exist(new_store: t.Callable[..., t.Any]) -> None:
         "postgresql": "SELECT indexname FROM pg_indexes WHERE tablename = :t",
         "mysql": "SELECT index_name FROM information_schema.statistics "
         "WHERE table_schema = DATABASE() AND table_name = :t",
-    }[store.dialect]
+    }[store.dialect.name]
     with store.engine.connect() as conn:
         names = set(conn.execute(sa.text(catalog), {"t": store.tasks.name}).scalars())
     prefix = store.table_prefix
@@ -158,7 +158,7 @@ def test_a_locked_row_times_out_instead_of_hanging(pg_engine: t.Any, own_engine:
 
     engine = engine_from_url(pg_url(), statement_timeout=0.3) if own_engine else pg_engine
     store = SQLStore(engine, f"a2a_{uuid.uuid4().hex[:10]}_", statement_timeout=0.3)
-    assert store._autocommits is own_engine
+    assert store.statements.autocommits is own_engine
     try:
         first = store.create_task(make_record("t1"))
         with pg_engine.connect() as holder:
