@@ -3,7 +3,8 @@
 Each method of :attr:`Exchange.methods` takes one :class:`~flask_a2a.exchange.calls.Call` (a
 principal and params, after a binding's checks: ``bindings/jsonrpc.py``, ``bindings/rest.py``)
 and returns a result or a streaming :class:`~flask_a2a.exchange.calls.Reply`; each method is
-one small function here. What a run does once started lives in ``runs.py``.
+one small function here. How a message becomes a run is ``runs.py``'s; what a streaming answer
+is made of, ``stream_replies.py``'s.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import typing as t
 from datetime import datetime
 
 from ..config import Settings
-from ..ops.log_fields import fields
 from ..ops.metrics import recorder
 from ..protocol import jsonrpc, schemas, wire
 from ..protocol.errors import (
@@ -32,16 +32,8 @@ from ..protocol.errors import (
 )
 from ..protocol.extensions import Activation, AgentExtension
 from ..protocol.limits import MAX_TASK_ID, unstorable
-from ..protocol.model import (
-    Message,
-    Principal,
-    Task,
-    TaskState,
-    TaskStatus,
-    TaskStatusUpdateEvent,
-)
+from ..protocol.model import Message, Principal, TaskState
 from ..protocol.params import read_send_params
-from ..protocol.scrub import scrub
 from ..store.base import ListQuery, Store, TaskRecord
 from ..store.memory import matches, page_of
 from .bus import Bus, BusEvent, BusHooks
@@ -54,10 +46,10 @@ from .run_leases import RunLeases, supports_leases
 from .run_state import Run
 from .runner import Runner
 from .runs import Runs, visible_record
-from .streams import HEADERS as SSE_HEADERS
-from .streams import Seats, off_stack, relay
+from .stream_replies import close_stream, stored_event, stream_reply
+from .streams import Seats, off_stack
 from .tasks import TaskUpdater, credential_headers
-from .writer import TaskWriter, is_final
+from .writer import TaskWriter
 
 log = logging.getLogger("flask_a2a")
 
@@ -298,48 +290,9 @@ class Exchange:
 
     # ------------------------------------------------------------------ streams
 
-    def _stream_reply(
-        self,
-        call: Call,
-        record: TaskRecord,
-        subscription: t.Any,
-        seat: t.Any,
-    ) -> Reply:
-        refresher = call.http.principal_refresher
-        # What a stream keeps is what it needs (not the call: its params, its HTTP request),
-        # in one object whose bound methods the relay calls (not a closure and cells each).
-        feed = _Feed(
-            self,
-            record.task.id,
-            call.principal,
-            refresher() if refresher is not None else None,
-            None if call.binding == "rest" else jsonrpc.encode_id(call.id),
-        )
-        held = record.version == 0  # the run shows the task at its first change, or replies
-        # A stream that starts on a paused task waits for what comes of it (issue 14 item 5).
-        pause = feed.pause = StreamPause(record.task.status) if record.state.interrupted else None
-        body = relay(
-            first=None if held else wire.task_event_json(record.task),
-            first_version=record.version,
-            first_final=is_final(record.state) and pause is None,
-            subscription=subscription,
-            seat=seat,
-            keepalive=self.settings.keepalive_interval,
-            feed=feed,
-            poll_interval=self.settings.replica_poll_interval if self.replicas else None,
-            client_socket=call.http.client_socket,
-            snapshot=functools.partial(self._stored_event, record.task.id) if held else None,
-            ends=pause.ends_at if pause is not None else None,
-        )
-        return Reply(200, list(SSE_HEADERS), body)
-
     def _stored_event(self, task_id: str, version: int = 0) -> tuple[str, int, bool] | None:
-        """The stored task as a stream event (a stream's first, a replica's snapshot), when
-        newer than ``version``; None when it is not stored."""
-        record = self.store.get_task(task_id)
-        if record is None or record.version <= version:
-            return None
-        return wire.task_event_json(record.task), record.version, is_final(record.state)
+        """A replica's snapshot of a task, as a stream event (``bus.BusHooks.snapshot``)."""
+        return stored_event(self.store, task_id, version)
 
     def _settled_elsewhere(self, task_id: str, version: int) -> None:
         """The bus says another process settled a task: if it runs here, cut it now."""
@@ -349,7 +302,7 @@ class Exchange:
             self.runner.spawn(lambda: replicas.check_now(run))
 
     def send_streaming_message(self, call: Call) -> Reply:
-        return off_stack(lambda: self._send_streaming(call), _close_stream)
+        return off_stack(lambda: self._send_streaming(call), close_stream)
 
     def _send_streaming(self, call: Call) -> Reply:
         message, config = self._message_params(call)
@@ -366,10 +319,10 @@ class Exchange:
         except BaseException:
             seat.release()
             raise
-        return self._stream_reply(call, record, subscription, seat)
+        return stream_reply(self, call, record, subscription, seat)
 
     def subscribe_to_task(self, call: Call) -> Reply:
-        return off_stack(lambda: self._subscribe(call), _close_stream)
+        return off_stack(lambda: self._subscribe(call), close_stream)
 
     def _subscribe(self, call: Call) -> Reply:
         params = schemas.read(schemas.SubscribeToTaskRequestSchema, call.params)
@@ -394,7 +347,7 @@ class Exchange:
                 subscription.close()
             seat.release()
             raise
-        return self._stream_reply(call, record, subscription, seat)
+        return stream_reply(self, call, record, subscription, seat)
 
     # ------------------------------------------------------------------ cancel
 
@@ -517,114 +470,3 @@ class Exchange:
             return self.retention.flush(max(0.0, deadline - time.monotonic())) and finished
         finally:
             self.close_bus()
-
-
-class _Feed:
-    """What one stream asks of the exchange: the envelope of its events, the caller's re-check
-    at keep-alives, and polls of the store."""
-
-    __slots__ = ("exchange", "task_id", "principal", "refresh", "head", "pause", "next_poll")
-
-    def __init__(
-        self,
-        exchange: Exchange,
-        task_id: str,
-        principal: Principal | None,
-        refresh: t.Callable[[], Principal | None] | None,
-        request_id_json: str | None,
-    ) -> None:
-        self.exchange = exchange
-        self.task_id = task_id
-        self.principal = principal
-        self.refresh = refresh
-        #: A JSON-RPC response's head; None on HTTP+JSON (each event a bare StreamResponse).
-        self.head = (
-            None
-            if request_id_json is None
-            else '{"jsonrpc":"2.0","id":' + request_id_json + ',"result":'
-        )
-        self.pause: StreamPause | None = None
-        self.next_poll = 0.0
-
-    def wrap(self, result_json: str) -> str:
-        """A StreamResponse's JSON as the event the binding sends."""
-        if self.head is None:
-            return result_json
-        return self.head + result_json + "}"
-
-    def still_allowed(self) -> bool:
-        """The caller still resolves to the same owner, tenant and scope set."""
-        if self.refresh is None:
-            return True
-        now = self.refresh()
-        principal = self.principal
-        return (
-            now is not None
-            and principal is not None
-            and now.owner == principal.owner
-            and now.tenant == principal.tenant
-            and now.scopes == principal.scopes
-        )
-
-    def poll(self, version: int) -> tuple[str, int, bool] | None:
-        """A snapshot when the stored version moved past ``version`` without a local event."""
-        exchange = self.exchange
-        if exchange.runs.get(self.task_id) is not None:
-            return None
-        if exchange.bus.live():  # other replicas' events arrive one by one: a safety net only
-            now = time.monotonic()
-            if now < self.next_poll:
-                return None
-            self.next_poll = now + exchange.settings.keepalive_interval
-        return self.catch_up(version)
-
-    def catch_up(self, version: int) -> tuple[str, int, bool] | None:
-        """The stored task when newer than ``version``, whoever runs it (events were lost)."""
-        exchange, task_id, pause = self.exchange, self.task_id, self.pause
-        try:
-            record = exchange.store.get_task(task_id)
-        except Exception as exc:  # a stream outlives a store hiccup; the next poll retries
-            log.error("a2a: stream poll failed: %s", scrub(repr(exc)), extra=fields(task_id))
-            return None
-        if record is None:
-            # Deleted (by another replica's retention, say): end this process's streams.
-            exchange.bus.publish(BusEvent.removed(task_id))
-            return None
-        if record.version <= version:
-            return None
-        return (
-            wire.task_event_json(record.task),
-            record.version,
-            pause.ends(record.task.status) if pause is not None else is_final(record.state),
-        )
-
-
-def _close_stream(reply: Reply) -> None:
-    """A stream its caller will never read: free its seat and subscription."""
-    close = getattr(reply.body, "close", None)
-    if close is not None:
-        close()
-
-
-class StreamPause:
-    """A stream that began on a paused (INPUT_REQUIRED/AUTH_REQUIRED) task ends at a terminal
-    state or at a new pause, not at the pause it began on: the subscriber sees the resume."""
-
-    def __init__(self, status: TaskStatus) -> None:
-        self.status = status
-        self.resumed = False
-
-    def ends(self, status: TaskStatus) -> bool:
-        if status.state.terminal:
-            return True
-        if not status.state.interrupted:
-            self.resumed = True
-            return False
-        began = (self.status.state, self.status.timestamp)
-        return self.resumed or (status.state, status.timestamp) != began
-
-    def ends_at(self, event: BusEvent) -> bool:
-        """For a bus event: only a status can end the stream (artifacts never do)."""
-        if isinstance(event.event, (TaskStatusUpdateEvent, Task)):
-            return self.ends(event.event.status)
-        return False

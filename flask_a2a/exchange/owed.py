@@ -1,7 +1,7 @@
 """Settles owed to tasks whose run ended without storing its last state.
 
 A run's last write can fail even after the run tried it again on a fresh connection
-(``runs.py``): the database is down, or a cancel's write failed after its run was cut. The task
+(``run_life.py``): the database is down, or a cancel's write failed after its run was cut. The task
 must not stay WORKING with no run behind it, and only this process knows that no run is: so
 the task is remembered here and settled (FAILED "internal error", or what was owed) by the next
 try that reaches the store — every ``A2A_REPLICA_POLL_INTERVAL``, and at once after any write

@@ -1,7 +1,7 @@
 """One handler run's state in this process: its flags, deadline, timer, lock and follow-ups.
 
-``runs.Runs`` makes and ends runs; the handler's :class:`~.tasks.TaskContext` and the replica
-watch read and change this state.
+``runs.Runs`` makes runs and ``run_life.RunLife`` ends them; the handler's
+:class:`~.tasks.TaskContext` and the replica watch read and change this state.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Run:
         #: The task (version 0, not written yet) must be written at its next change.
         self.write_due = False
         self.handle: RunHandle | None = None
-        #: A run prepared to run in its request's greenlet (``Runs.run_here``), until it does.
+        #: A run prepared to run in its request's greenlet (``RunLife.run_here``), until it does.
         self.body: t.Callable[[], None] | None = None
         #: The run's one timer: a held task's write once ``A2A_BLOCKING_WRITE_DELAY`` has
         #: passed, then (or else) the deadline.

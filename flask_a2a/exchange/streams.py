@@ -30,7 +30,7 @@ HEADERS: t.Final = (
 
 
 class Feed(t.Protocol):
-    """What a stream asks of its exchange (``methods._Feed``)."""
+    """What a stream asks of its exchange (``stream_replies.TaskFeed``)."""
 
     def wrap(self, result_json: str) -> str:
         """A StreamResponse's JSON as the event sent (a whole JSON-RPC response, or as is)."""
