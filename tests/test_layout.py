@@ -243,11 +243,6 @@ LONG_MODULES: dict[str, str] = {
         "the Store protocol's operations over SQL, one class whose methods are the interface; "
         "its tables, statement running and each dialect's differences are modules of their own"
     ),
-    "flask_a2a.protocol.v03": (
-        "one map between the v0.3 JSON-RPC shapes and the model, both ways: its halves share the "
-        "state and role tables, the part, message and push-config readers and writers, and the "
-        "-32602 helpers (the client's answer readers reuse the server's param readers)"
-    ),
 }
 
 

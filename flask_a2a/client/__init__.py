@@ -1,7 +1,8 @@
 """A small A2A client (JSON-RPC or HTTP+JSON, SSE) for tests, scripts and agent-to-agent
 calls, and the receiving end of push notifications (``parse_notification``).
 
-The names of ``a2a_client.py`` are re-exported here, so ``flask_a2a.client`` keeps its old imports.
+The names of ``a2a_client.py`` and ``messages.py`` are re-exported here, so ``flask_a2a.client``
+keeps its old imports.
 """
 
 from .a2a_client import (
@@ -29,16 +30,16 @@ from .a2a_client import (
     Timeout as Timeout,
 )
 from .a2a_client import (
-    build_message as build_message,
-)
-from .a2a_client import (
     jsonrpc_endpoint as jsonrpc_endpoint,
-)
-from .a2a_client import (
-    skill_message as skill_message,
 )
 from .bindings import (
     Transport as Transport,
+)
+from .messages import (
+    build_message as build_message,
+)
+from .messages import (
+    skill_message as skill_message,
 )
 from .notifications import (
     NotificationRejected as NotificationRejected,

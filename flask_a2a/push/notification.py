@@ -1,5 +1,5 @@
 """A notification on its way to one push config: what both delivery paths (the in-process lanes of
-:mod:`.webhooks`, the queue of :mod:`.queue`) carry."""
+:mod:`.dispatcher`, the queue of :mod:`.queue`) carry."""
 
 from __future__ import annotations
 

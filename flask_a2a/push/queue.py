@@ -32,11 +32,9 @@ recorded per task for ``flask a2a push-status TASK`` (:meth:`PushQueue.status`).
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import hashlib
 import json
 import logging
-import math
 import random
 import threading
 import time
@@ -47,6 +45,7 @@ from ..ops.metrics import NOOP, Recorder
 from ..protocol.scrub import scrub
 from ..protocol.wire import dump_push_config, push_config_from_wire
 from .notification import Notification
+from .rq_jobs import RQJobs, rq_worker
 from .secrets import PushSecrets, UnreadableSecretError
 
 if t.TYPE_CHECKING:
@@ -127,37 +126,13 @@ class Jobs(t.Protocol):
     def submit(self, lane_job: str, delay: float = 0.0) -> None: ...
 
 
-class RQJobs:
-    """Lane jobs on an RQ queue (``flask a2a push-worker`` runs them)."""
-
-    def __init__(self, connection: redis.Redis, name: str, job_timeout: float) -> None:
-        from rq import Queue
-
-        self.queue = Queue(name, connection=connection)
-        self.job_timeout = job_timeout
-
-    def submit(self, lane_job: str, delay: float = 0.0) -> None:
-        options: dict[str, t.Any] = {
-            "job_timeout": int(math.ceil(self.job_timeout)),
-            "result_ttl": 0,
-            "failure_ttl": KEY_TTL,
-        }
-        if delay <= 0:
-            self.queue.enqueue(run_lane, self.queue.name, lane_job, **options)
-        else:  # RQ keeps whole seconds (floored): round the due time up, never early
-            due = math.ceil(time.time() + delay)
-            self.queue.enqueue_at(
-                datetime.datetime.fromtimestamp(due, datetime.UTC),
-                run_lane,
-                self.queue.name,
-                lane_job,
-                **options,
-            )
-
-
 def run_lane(queue_name: str, lane_job: str) -> None:
     """The RQ job: drain one lane with the current app's push sender (the worker runs in the
-    app's context: ``flask a2a push-worker``)."""
+    app's context: ``flask a2a push-worker``).
+
+    It lives here, not in ``rq_jobs.py``: RQ stores each job by this dotted name, so a job
+    queued before an upgrade still finds it after one.
+    """
     from flask import current_app
 
     state = current_app.extensions.get("a2a")
@@ -270,7 +245,8 @@ class PushQueue:
         """Where lane jobs run: RQ on this Redis unless another ``Jobs`` was given."""
         if self._jobs is None:
             # A job stops starting attempts after JOB_BUDGET; the last one and its wait finish.
-            self._jobs = RQJobs(self.redis, self.name, JOB_BUDGET + self.lease_seconds(1.0))
+            timeout = JOB_BUDGET + self.lease_seconds(1.0)
+            self._jobs = RQJobs(self.redis, self.name, run_lane, timeout, KEY_TTL)
         return self._jobs
 
     @jobs.setter
@@ -514,9 +490,5 @@ class PushQueue:
 
     def worker(self, **options: t.Any) -> t.Any:
         """An RQ worker on this queue, in this process (jobs need the app's context)."""
-        from redis import Redis
-        from rq import SimpleWorker
-
         assert self.url is not None
-        # The worker blocks on the queue for long: its own connection, without our timeout.
-        return SimpleWorker([self.name], connection=Redis.from_url(self.url), **options)
+        return rq_worker(self.name, self.url, **options)

@@ -24,7 +24,7 @@ from flask_a2a import (
     UnauthenticatedError,
     UnsupportedOperationError,
 )
-from flask_a2a.client.a2a_client import build_message
+from flask_a2a.client.messages import build_message
 from flask_a2a.client.sse import sse_data
 from flask_a2a.config import DEFAULTS
 from flask_a2a.exchange.methods import Exchange
