@@ -9,9 +9,7 @@ holds them all.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import dataclasses
 import typing as t
 import weakref
 
@@ -29,11 +27,9 @@ from .card.document import (
 from .config import DEFAULTS, Settings
 from .entities.entity import Entity, EntityGate
 from .entities.registry import EntityRegistry
-from .exchange.bus import Bus, BusHooks
+from .exchange.bus import Bus
 from .exchange.methods import Exchange
-from .exchange.replicas import ReplicaWatch, is_shared
 from .exchange.router import Skill
-from .exchange.run_leases import supports_leases
 from .exchange.runner import Runner, default_runner
 from .exchange.tasks import TaskUpdater
 from .logs import show_by_default
@@ -42,17 +38,15 @@ from .protocol.extensions import declared_extensions
 from .protocol.model import Principal
 from .protocol.scrub import scrub
 from .push.secrets import PushSecrets
-from .push.webhooks import PushSender
 from .store.base import Store, holds_nothing_at_rest
 from .store.choice import LazyStore, chosen_store, store_for
 from .views import agent_blueprint, exchange_view, rest_unrouted, rest_view
+from .wiring import default_bus, mounted, push_sender, register_exit, share_bus, watch_replicas
 
 if t.TYPE_CHECKING:
     import requests
 
     from .card.signing import SigningKey
-    from .push.queue import PushQueue
-    from .push.tokens import NotificationSigner
 
 PrincipalHook = t.Callable[[], "Principal | str | int | None"]
 ExtendedCardHook = t.Callable[[Principal], t.Any]
@@ -250,7 +244,7 @@ class A2A:
         show_by_default()  # the flask_a2a logger's lines reach an unconfigured operator
         for key, default in DEFAULTS.items():
             app.config.setdefault(key, default)
-        settings = _mounted(
+        settings = mounted(
             Settings.from_config({**app.config, **self._config}), self._prefix, self._name
         )
         card_path = self._prefix + AGENT_CARD_PATH
@@ -289,23 +283,14 @@ class A2A:
             runner = first.exchange.runner  # ... and the run pool
         else:
             runner = default_runner(settings.run_pool_size)
-        push = (
-            None
-            if settings.disable_push_notifications
-            else PushSender(
-                t.cast(Store, store),
-                runner.spawn,
-                allow_private=settings.allow_private_push,
-                timeout=settings.push_timeout,
-                max_configs_per_task=settings.max_push_configs_per_task,
-                client=self._push_client,
-                resolver=self._push_resolver,
-                refresh=settings.replica_poll_interval,
-                secrets=secrets,
-                metrics=recorder(settings.metrics, settings.agent),
-                signer=_notification_signer(self._signing_keys, settings),
-                queue=_push_queue(settings, secrets),
-            )
+        push = push_sender(
+            settings,
+            t.cast(Store, store),
+            runner,
+            secrets,
+            self._signing_keys,
+            client=self._push_client,
+            resolver=self._push_resolver,
         )
         entities = EntityRegistry(self._entities, app, self._entity_gate)
         skills = list(self._skills)
@@ -329,7 +314,7 @@ class A2A:
         # Handlers and job workers use the app as a view does: current_app, db.session.
         exchange.runs.run_context = app.app_context
         exchange.updater_context = lambda: _app_context(app)
-        store.when_chosen(lambda chosen: _watch_replicas(exchange))
+        store.when_chosen(lambda chosen: watch_replicas(exchange))
         if settings.fleet_limits:
             from .fleet.limits import install_fleet_limits
 
@@ -348,7 +333,7 @@ class A2A:
         state.owner_lookup = self._owner_lookup
         self._states[app] = state
         registry.states[self._name] = state
-        _share_bus([s.exchange for s in registry.states.values() if s.exchange.bus is bus])
+        share_bus([s.exchange for s in registry.states.values() if s.exchange.bus is bus])
         blueprint = agent_blueprint(settings, state.cards, self._prefix, well_known, app)
         registry.by_blueprint[blueprint.name] = state
         registry.role_endpoints.update(f"{blueprint.name}.{view}" for view in _ROLE_VIEWS)
@@ -366,7 +351,7 @@ class A2A:
         if settings.role == "agent" and not registry.guarded:
             registry.guarded = True  # one guard serves every agent's endpoints
             state.cards.guard_agent_role(app, registry.role_endpoints)
-        _register_exit(exchange)
+        register_exit(exchange)
 
     # -- reaching the state
 
@@ -443,87 +428,6 @@ class A2A:
         return removed
 
 
-def _mounted(settings: Settings, prefix: str, agent: str) -> Settings:
-    """The settings of an agent mounted under ``prefix`` (every path of its own under it)."""
-    if not prefix:
-        return dataclasses.replace(settings, agent=agent)
-    rest = settings.rest_path
-    return dataclasses.replace(
-        settings,
-        agent=agent,
-        path=prefix + settings.path,
-        rest_path=prefix + rest if rest else rest,
-        jwks_path=prefix + settings.jwks_path,
-        metrics_path=prefix + settings.metrics_path if settings.metrics_path else None,
-    )
-
-
-def _share_bus(exchanges: list[Exchange]) -> None:
-    """Agents sharing a bus: a shared (Redis) bus asks each of them, and the last one to shut
-    down closes it."""
-    if len(exchanges) < 2:
-        return
-    bus = exchanges[0].bus
-    hooks = [e.bus_hooks for e in exchanges]
-
-    def settled_elsewhere(task_id: str, version: int) -> None:
-        for each in hooks:
-            each.settled_elsewhere(task_id, version)
-
-    bus.bind(BusHooks(
-        spawn=hooks[0].spawn,
-        running=lambda task_id: any(h.running(task_id) for h in hooks),
-        settled_elsewhere=settled_elsewhere,
-        snapshot=hooks[0].snapshot,
-    ))  # fmt: skip
-
-    def close_when_last() -> None:
-        if all(e.closing for e in exchanges):
-            bus.close()
-
-    for exchange in exchanges:
-        exchange.close_bus = close_when_last
-
-
-def _watch_replicas(exchange: Exchange) -> None:
-    """A store chosen after the exchange was built: watch other replicas' writes if shared."""
-    if exchange.replicas is None and is_shared(exchange.store):
-        exchange.replicas = exchange.runs.replicas = ReplicaWatch(exchange)
-    if exchange.leases is None and supports_leases(exchange.store, exchange.settings):
-        exchange.lease_runs()
-
-
-def default_bus(settings: Settings) -> Bus | None:
-    """No ``bus=``: a Redis bus on ``A2A_REDIS_URL`` (the ``redis`` extra), else None (the
-    exchange's own in-process bus)."""
-    if not settings.redis_url:
-        return None
-    try:
-        from .fleet.redis_bus import RedisBus
-    except ImportError as exc:
-        raise RuntimeError(
-            "A2A_REDIS_URL needs the redis extra: pip install 'flask-a2a[redis]'"
-        ) from exc
-    return RedisBus.from_settings(settings)
-
-
-#: Every exchange of this process, for the exit hooks (weak: apps may come and go in tests).
-_LIVE: weakref.WeakSet[Exchange] = weakref.WeakSet()
-
-
-def shutdown_all(timeout: float | None = None) -> None:
-    """Shut down every exchange of this process (``atexit`` and gunicorn's ``worker_exit``)."""
-    for exchange in list(_LIVE):
-        if not exchange.closing:
-            exchange.shutdown(timeout)
-
-
-def _register_exit(exchange: Exchange) -> None:
-    if not _LIVE:
-        atexit.register(shutdown_all)
-    _LIVE.add(exchange)
-
-
 def _exempt_from_csrf(app: Flask) -> bool:
     """Exempt the exchange view from Flask-WTF's ``CSRFProtect`` when the app has one.
 
@@ -557,41 +461,3 @@ def _app_context(app: Flask) -> t.ContextManager[object]:
 
 def _state() -> A2AState:
     return t.cast(A2AState, current_app.extensions["a2a"])
-
-
-def _notification_signer(
-    keys: t.Sequence[SigningKey], settings: Settings
-) -> NotificationSigner | None:
-    """With signing keys, every push notification is signed with the newest (push/tokens.py)."""
-    if not keys or settings.disable_push_notifications:
-        return None
-    from .push.tokens import NotificationSigner
-
-    return NotificationSigner(keys, settings.public_base_url)
-
-
-def _push_queue(settings: Settings, secrets: PushSecrets) -> PushQueue | None:
-    """``A2A_PUSH_QUEUE``: notifications go through RQ lanes on Redis (push/queue.py)."""
-    if not settings.push_queue or settings.disable_push_notifications:
-        return None
-    from .push.queue import PushQueue, RetryPolicy
-
-    url = settings.push_queue_url or settings.redis_url
-    assert url
-    policy = RetryPolicy(
-        attempts=settings.push_retry_attempts,
-        backoff=settings.push_retry_backoff,
-        max_delay=settings.push_retry_max_delay,
-        pause_after=settings.push_pause_after,
-        pause_seconds=settings.push_pause_seconds,
-    )
-    return PushQueue.connect(
-        url,
-        settings.redis_timeout,
-        name=settings.push_queue,
-        prefix=settings.redis_prefix,
-        policy=policy,
-        timeout=settings.push_timeout,
-        secrets=secrets,
-        metrics=recorder(settings.metrics, settings.agent),
-    )

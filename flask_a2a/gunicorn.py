@@ -23,7 +23,7 @@ import typing as t
 
 
 def worker_exit(server: t.Any, worker: t.Any) -> None:
-    from .extension import shutdown_all  # in the worker, where the app is already loaded
+    from .wiring import shutdown_all  # in the worker, where the app is already loaded
 
     shutdown_all()
 
