@@ -3,8 +3,9 @@ servers (gunicorn -k gevent) of the example agent and of the legacy-style test a
 
 Skipped, with the reason, where no browser exists (``.ci/run`` installs ``chromium``). Each
 test opens its own browser context (its own cookies) on one shared browser. The screenshots in
-docs/console/ are taken here, so docs/console.md shows what the console really looks like
-(``A2A_CONSOLE_SCREENSHOTS=0`` skips writing them).
+docs/console/ are taken here, so docs/console.md shows what the console really looks like:
+``A2A_CONSOLE_SCREENSHOTS=1`` writes them there; otherwise they go to a temporary folder, so a
+test run leaves the checkout as it found it.
 """
 
 from __future__ import annotations
@@ -38,7 +39,12 @@ pytestmark = pytest.mark.live
 expect = playwright_api.expect
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "docs" / "console"
+#: Where the screenshots go: docs/console/ when asked for, else a folder of this run's own.
+SHOTS = (
+    ROOT / "docs" / "console"
+    if os.environ.get("A2A_CONSOLE_SCREENSHOTS") == "1"
+    else pathlib.Path(tempfile.mkdtemp(prefix="a2a-console-shots-"))
+)
 CONSOLE = "/a2a/console"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run", "--disable-sync"]  # fmt: skip
@@ -49,9 +55,7 @@ expect.set_options(timeout=15_000)
 
 
 def shot(page: Page, name: str, *, full_page: bool = False) -> None:
-    """A screenshot for docs/console.md, unless ``A2A_CONSOLE_SCREENSHOTS=0``."""
-    if os.environ.get("A2A_CONSOLE_SCREENSHOTS", "1") == "0":
-        return
+    """A screenshot (for docs/console.md with ``A2A_CONSOLE_SCREENSHOTS=1``)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.evaluate("() => window.scrollTo(0, 0)")  # the header and tabs in view
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page, animations="disabled")
