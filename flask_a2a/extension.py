@@ -41,7 +41,15 @@ from .push.secrets import PushSecrets
 from .store.base import Store, holds_nothing_at_rest
 from .store.choice import LazyStore, chosen_store, store_for
 from .views import agent_blueprint, exchange_view, rest_unrouted, rest_view
-from .wiring import default_bus, mounted, push_sender, register_exit, share_bus, watch_replicas
+from .wiring import (
+    default_bus,
+    mounted,
+    push_sender,
+    register_exit,
+    share_bus,
+    share_store,
+    watch_replicas,
+)
 
 if t.TYPE_CHECKING:
     import requests
@@ -334,6 +342,9 @@ class A2A:
         self._states[app] = state
         registry.states[self._name] = state
         share_bus([s.exchange for s in registry.states.values() if s.exchange.bus is bus])
+        share_store(
+            [s.exchange for s in registry.states.values() if s.store_handle is store], store
+        )
         blueprint = agent_blueprint(settings, state.cards, self._prefix, well_known, app)
         registry.by_blueprint[blueprint.name] = state
         registry.role_endpoints.update(f"{blueprint.name}.{view}" for view in _ROLE_VIEWS)

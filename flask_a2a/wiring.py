@@ -23,6 +23,7 @@ from .ops.metrics import recorder
 from .push.secrets import PushSecrets
 from .push.webhooks import PushSender
 from .store.base import Store
+from .store.choice import LazyStore
 
 if t.TYPE_CHECKING:
     import requests
@@ -72,6 +73,17 @@ def share_bus(exchanges: list[Exchange]) -> None:
 
     for exchange in exchanges:
         exchange.close_bus = close_when_last
+
+
+def share_store(exchanges: list[Exchange], store: LazyStore) -> None:
+    """Agents sharing a store: the last of them to shut down (its runs ended) releases it."""
+
+    def close_when_last() -> None:
+        if all(e.closing for e in exchanges):
+            store.close()
+
+    for exchange in exchanges:
+        exchange.close_store = close_when_last
 
 
 def watch_replicas(exchange: Exchange) -> None:

@@ -155,6 +155,9 @@ class Exchange:
         self.bus.bind(self.bus_hooks)
         #: Called last by :meth:`shutdown` (agents sharing a bus close it with the last one).
         self.close_bus: t.Callable[[], None] = self.bus.close
+        #: Called by :meth:`shutdown` once every run has ended: releases what the store holds
+        #: open (the extension sets it; agents sharing a store release it with the last one).
+        self.close_store: t.Callable[[], None] = lambda: None
         self.methods: dict[str, Method] = {
             "SendMessage": self.send_message,
             "SendStreamingMessage": self.send_streaming_message,
@@ -467,6 +470,9 @@ class Exchange:
             finished = self.runs.shutdown(budget)
             # Retention trims waiting to run after their settles' answers run now, so none is
             # left holding a store connection once the exchange has stopped.
-            return self.retention.flush(max(0.0, deadline - time.monotonic())) and finished
+            ended = self.retention.flush(max(0.0, deadline - time.monotonic())) and finished
+            if ended:  # nothing of ours holds a store connection any more
+                self.close_store()
+            return ended
         finally:
             self.close_bus()

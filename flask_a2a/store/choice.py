@@ -121,7 +121,17 @@ class LazyStore:
         #: The database did not answer when the store was opened: (when, why). The store is
         #: opened again at a use :data:`UNAVAILABLE_RETRY` later (tables made then).
         self._failed: tuple[float, BaseException] | None = None
+        #: Engines this store built (from ``A2A_DATABASE_URL``): its own to release.
+        self.owned_engines: list[t.Any] = []
         processes.on_fork(self)
+
+    def close(self) -> None:
+        """Close the pooled connections of the engine built from ``A2A_DATABASE_URL`` now,
+        rather than at some later garbage collection (where each warns that it was deleted
+        while still open). The host's own engine, or a store it passed in, is left alone. The
+        store stays usable: a later call opens a new pool."""
+        for engine in self.owned_engines:
+            engine.dispose()
 
     # -- choosing
 
@@ -255,13 +265,14 @@ def store_for(
     """The store of ``app``'s exchange: ``given``, else ``A2A_DATABASE_URL``'s (both chosen
     now), else Flask-SQLAlchemy's engine or the memory store (chosen at first use)."""
     eager = given is not None or bool(settings.database_url)
+    # The engine built from A2A_DATABASE_URL (one, however many times its store is opened).
+    engines: list[t.Any] = []
     if given is not None:
         store = given
 
         def choose() -> Store:
             return store
     elif settings.database_url:
-        engines: list[t.Any] = []  # one engine, however many times its store must be opened
 
         def choose() -> Store:
             return _url_store(settings, engines)
@@ -277,6 +288,7 @@ def store_for(
     lazy = LazyStore(
         choose, allow_process_local=settings.allow_memory_store_in_workers, metrics=metrics
     )
+    lazy.owned_engines = engines  # empty unless built from A2A_DATABASE_URL
     server = processes.gunicorn_server()
     lazy.serving(server)
     app_ref = weakref.ref(app)

@@ -239,3 +239,90 @@ def test_gunicorn_workers_choose_flask_sqlalchemy_registered_after_a2a(
         stored = conn.execute(sa.text("SELECT id FROM a2a_tasks")).scalars().all()
     engine.dispose()
     assert sorted(stored) == sorted(tasks)
+
+
+# ------------------------------------------------------------------ releasing the store's engine
+
+
+def _database_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'tasks.db'}"
+    request.getfixturevalue("pg_engine")  # skips, saying why, without a PostgreSQL
+    from tests.conftest import pg_url
+
+    return pg_url()
+
+
+def _opened_connections(engine: sa.Engine) -> list[t.Any]:
+    """Every DBAPI connection ``engine`` hands out from now on (opened now or pooled before)."""
+    opened: list[t.Any] = []
+
+    def checkout(dbapi: t.Any, record: t.Any, proxy: t.Any) -> None:
+        if all(dbapi is not seen for seen in opened):
+            opened.append(dbapi)
+
+    sa.event.listen(engine, "checkout", checkout)
+    return opened
+
+
+def _is_closed(dbapi: t.Any) -> bool:
+    closed = getattr(dbapi, "closed", None)  # psycopg
+    if closed is not None:
+        return bool(closed)
+    try:  # sqlite3 has no flag: a closed connection refuses any use
+        dbapi.execute("SELECT 1")
+    except Exception:  # noqa: BLE001 - sqlite3.ProgrammingError: closed
+        return True
+    return False
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_shutdown_closes_the_connections_of_the_engine_built_from_the_url(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The engine built from A2A_DATABASE_URL is the library's own: its pooled connections are
+    closed at shutdown, not left to a later garbage collection (which warns, mid-test, that
+    each was deleted while still open)."""
+    app = Flask("owned_engine")
+    app.config["A2A_DATABASE_URL"] = _database_url(kind, tmp_path, request)
+    a2a = A2A(app, skills=SKILLS, principal=token_principal)
+    store = a2a.store(app)
+    assert isinstance(store, SQLStore)
+    opened = _opened_connections(store.engine)
+    sent = A2ATestClient(app, "alice").send("hi", skill="echo")
+    assert sent["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert opened and not any(_is_closed(c) for c in opened)
+    assert a2a.shutdown(timeout=5, app=app)
+    assert all(_is_closed(c) for c in opened)
+
+
+def test_agents_sharing_the_store_release_it_with_the_last(tmp_path: Path) -> None:
+    app = Flask("owned_engine_shared")
+    app.config["A2A_DATABASE_URL"] = f"sqlite:///{tmp_path / 'tasks.db'}"
+    first = A2A(app, skills=SKILLS, principal=token_principal)
+    second = A2A(app, skills=SKILLS, principal=token_principal, name="billing",
+                 url_prefix="/billing")  # fmt: skip
+    store = first.store(app)
+    assert isinstance(store, SQLStore) and second.store(app) is store
+    opened = _opened_connections(store.engine)
+    A2ATestClient(app, "alice").send("hi", skill="echo")
+    assert opened
+    assert first.shutdown(timeout=5, app=app)
+    assert not any(_is_closed(c) for c in opened)  # the billing agent still serves from it
+    assert second.shutdown(timeout=5, app=app)
+    assert all(_is_closed(c) for c in opened)
+
+
+def test_shutdown_leaves_the_hosts_own_engine_open(tmp_path: Path) -> None:
+    """A store the host passed in (its engine, its pool) is the host's to close."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'host.db'}")
+    opened = _opened_connections(engine)
+    app = Flask("host_engine")
+    a2a = A2A(app, skills=SKILLS, principal=token_principal, store=SQLStore(engine))
+    A2ATestClient(app, "alice").send("hi", skill="echo")
+    assert opened
+    try:
+        assert a2a.shutdown(timeout=5, app=app)
+        assert not any(_is_closed(c) for c in opened)
+    finally:
+        engine.dispose()
