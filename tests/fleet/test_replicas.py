@@ -65,14 +65,18 @@ def exchange(app: Flask) -> t.Any:
 
 
 def stream_in_thread(
-    client: A2ATestClient, method: str, params: t.Any, token: str | None = None
+    client: A2ATestClient,
+    method: str,
+    params: t.Any,
+    token: str | None = None,
+    name: str | None = None,
 ) -> tuple[threading.Thread, list[t.Any]]:
     out: list[t.Any] = []
 
     def run() -> None:
         out.extend(client.stream(method, params, token=token)[1])
 
-    thread = threading.Thread(target=run, daemon=True)
+    thread = threading.Thread(target=run, daemon=True, name=name)
     thread.start()
     return thread, out
 
@@ -149,10 +153,13 @@ def test_subscribe_on_b_follows_a_run_on_a(
 
     store_a, store_b = pair
     reads = [0]
+    subscriber_reads = [0]  # by B's SubscribeToTask: the caller's check, then the snapshot
     get_task = store_b.get_task
 
     def counting_get_task(task_id: str, owner: str | None = None) -> t.Any:
         reads[0] += 1
+        if threading.current_thread().name == "b-subscriber":
+            subscriber_reads[0] += 1
         return get_task(task_id, owner)
 
     store_b.get_task = counting_get_task  # B's polls, counted
@@ -165,8 +172,10 @@ def test_subscribe_on_b_follows_a_run_on_a(
     assert wait_for(lambda: store_a.get_task(task_id).task.artifacts != ())
 
     assert b.rpc("SubscribeToTask", {"id": task_id}, token="bob").code == -32001
-    thread, events = stream_in_thread(b, "SubscribeToTask", {"id": task_id})
+    thread, events = stream_in_thread(b, "SubscribeToTask", {"id": task_id}, name="b-subscriber")
     assert wait_for(lambda: exchange(b_app).bus.subscriber_count(task_id) == 1)
+    # The stream subscribes, then reads its snapshot: the steps come after both.
+    assert wait_for(lambda: subscriber_reads[0] >= 2)
     for i in range(3):
         version = store_a.get_task(task_id).version
         step.release()
