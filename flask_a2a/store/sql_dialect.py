@@ -1,12 +1,13 @@
 """What a SQL database does its own way, behind the one small interface the SQL store calls.
 
-:class:`SQLDialect` is the store's SQL as the standard has it (SQLite runs it with one setting
-of its own). Each database's differences live in its own module, the way SQLAlchemy's dialects
-or requests' adapters are shaped: ``sql_postgres`` (advisory DDL lock, ``SET LOCAL`` bounds,
-statement-level count triggers, the one-statement trim), ``sql_mysql`` (MariaDB/MySQL: exact
-collations, hashed scope keys, DDL locks, session bounds, row-level triggers, an update without
-``RETURNING``, the two-step trim) and ``sql_sqlite``. The store (``sql``) holds one per engine,
-chosen by the engine's dialect name, and reads as the operations it offers.
+:class:`SQLDialect` is the store's SQL as the standard has it (SQLite runs it with its busy
+timeout, trimming inside the settle). Each database's differences live in its own module, the
+way SQLAlchemy's dialects or requests' adapters are shaped: ``sql_postgres`` (advisory DDL lock,
+``SET LOCAL`` bounds, statement-level count triggers, the one-statement trim), ``sql_mysql``
+(MariaDB/MySQL: exact collations, hashed scope keys, DDL locks, session bounds, row-level
+triggers, an update without ``RETURNING``, the two-step trim) and ``sql_sqlite``. The store
+(``sql``) holds one per engine, chosen by the engine's dialect name, and reads as the operations
+it offers.
 """
 
 from __future__ import annotations
