@@ -288,8 +288,11 @@ def settled_state(client: A2ATestClient, task_id: str) -> dict[str, t.Any]:
 @pytest.mark.parametrize("store_kind", [pytest.param("postgres", marks=pytest.mark.postgres)])
 @pytest.mark.parametrize("writes_before", [True, False])
 def test_backends_terminated_mid_run_never_leave_the_task_working(
-    make_app: t.Callable[..., Flask], gate: Gate, pg_killable: t.Any, writes_before: bool
+    pg_killable: t.Any, make_app: t.Callable[..., Flask], gate: Gate, writes_before: bool
 ) -> None:
+    # pg_killable first: set up before the app, it is torn down after the app shut down (its
+    # replica poll and trims stopped), so no call is left holding, or opening, a connection of
+    # the engine it disposes.
     store, terminate = pg_killable
     skills = [Skill(id="gate", name="Gate", description="Gate.", handler=gate.handler)]
     if not writes_before:  # settles without an artifact write first: the settle meets it
