@@ -67,23 +67,26 @@ def share_bus(exchanges: list[Exchange]) -> None:
         snapshot=hooks[0].snapshot,
     ))  # fmt: skip
 
-    def close_when_last() -> None:
-        if all(e.closing for e in exchanges):
-            bus.close()
-
+    close_bus = _with_the_last(exchanges, bus.close)
     for exchange in exchanges:
-        exchange.close_bus = close_when_last
+        exchange.close_bus = close_bus
 
 
 def share_store(exchanges: list[Exchange], store: LazyStore) -> None:
     """Agents sharing a store: the last of them to shut down (its runs ended) releases it."""
+    close_store = _with_the_last(exchanges, store.close)
+    for exchange in exchanges:
+        exchange.close_store = close_store
+
+
+def _with_the_last(exchanges: list[Exchange], close: t.Callable[[], None]) -> t.Callable[[], None]:
+    """``close``, run only once every one of ``exchanges`` is shutting down."""
 
     def close_when_last() -> None:
         if all(e.closing for e in exchanges):
-            store.close()
+            close()
 
-    for exchange in exchanges:
-        exchange.close_store = close_when_last
+    return close_when_last
 
 
 def watch_replicas(exchange: Exchange) -> None:

@@ -143,8 +143,6 @@ class SQLStore:
             carried=session,
             autocommits=autocommits,
         )
-        #: MySQL or MariaDB (dialect ``mysql`` or ``mariadb``): ``sql_mysql``.
-        self.mysql = isinstance(self.dialect, sql_mysql.MySQLDialect)
         if shared is None:
             in_memory = engine.url.database in (None, "", ":memory:")
             shared = not (self.dialect.name == "sqlite" and in_memory)
@@ -158,7 +156,6 @@ class SQLStore:
         self.metadata = self.schema.metadata
         self.tasks = self.schema.tasks
         self.push_configs = self.schema.push_configs
-        #: PostgreSQL and MySQL: task counts per tier, kept by triggers (``sql_counts``).
         self.counts = self.schema.counts
         self.indexes = self.schema.indexes
         self.lease_index = self.schema.lease_index
@@ -179,6 +176,11 @@ class SQLStore:
         self._missing_logged = False
         if create_tables:
             self._open()
+
+    @property
+    def mysql(self) -> bool:
+        """MySQL or MariaDB (dialect ``mysql`` or ``mariadb``): ``sql_mysql``."""
+        return isinstance(self.dialect, sql_mysql.MySQLDialect)
 
     @classmethod
     def from_url(cls, url: str, table_prefix: str = "a2a_", **options: t.Any) -> SQLStore:
@@ -204,7 +206,6 @@ class SQLStore:
                 self._missing_logged = True
                 log.error("%s", error)
             raise error
-        self.statements.ready = True
 
     def create_tables(self, conn: Connection) -> None:
         """Create what is missing on ``conn`` (in its transaction); add the newer columns to an
@@ -449,8 +450,9 @@ class SQLStore:
                 self.counts,
                 query.owner,
                 query.tenant if query.tenanted else sql_counts.ANY,
-                scope_text(query.scopes) if query.scoped else sql_counts.ANY,
-                hashed=self.dialect.hashed_scopes,
+                self.dialect.counted_scopes(scope_text(query.scopes))
+                if query.scoped
+                else sql_counts.ANY,
             )
         else:
             counted = sa.select(sa.func.count()).select_from(self.tasks).where(*where)

@@ -28,12 +28,6 @@ def tenant_key(tenant: str | None) -> str:
     return "" if tenant is None else "+" + tenant
 
 
-def scopes_key(scope_text: str | None, hashed: bool = False) -> str:
-    if hashed:
-        return sql_mysql.scopes_key(scope_text)
-    return scope_text or ""
-
-
 def counts_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
     return sa.Table(
         f"{prefix}task_counts",
@@ -102,17 +96,15 @@ def uninstall(conn: Connection, prefix: str) -> None:
     conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {function}() CASCADE")
 
 
-def total(
-    counts: sa.Table, owner: str, tenant: str | None | t.Any, scopes: t.Any, hashed: bool = False
-) -> t.Any:
+def total(counts: sa.Table, owner: str, tenant: str | None | t.Any, scopes_key: t.Any) -> t.Any:
     """``SUM(tasks)`` of the owner's tiers, narrowed to a tenant and a scope set when given
-    (pass ``ANY`` to leave one open); ``hashed``: scope sets are keyed by digest (MySQL)."""
+    (pass ``ANY`` to leave one open; ``scopes_key`` is the dialect's ``counted_scopes``)."""
     c = counts.c
     query = sa.select(sa.func.coalesce(sa.func.sum(c.tasks), 0)).where(c.owner == owner)
     if tenant is not ANY:
         query = query.where(c.tenant_key == tenant_key(tenant))
-    if scopes is not ANY:
-        query = query.where(c.scopes_key == scopes_key(scopes, hashed))
+    if scopes_key is not ANY:
+        query = query.where(c.scopes_key == scopes_key)
     return query
 
 

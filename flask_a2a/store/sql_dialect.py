@@ -121,8 +121,6 @@ class SQLDialect:
     counts: t.ClassVar[bool] = False
     #: A trim is a round trip: retention runs it just after a settle's answer.
     deferred_trims: t.ClassVar[bool] = True
-    #: The count table keys a scope set by its digest (``sql_counts.total``).
-    hashed_scopes: t.ClassVar[bool] = False
 
     def __init__(
         self,
@@ -226,6 +224,10 @@ class SQLDialect:
     def scope_params(self, text: str | None) -> dict[str, str]:
         """The bound values of :meth:`scopes_is` for a stored scope text."""
         return {"scopes": text or ""}
+
+    def counted_scopes(self, text: str | None) -> str:
+        """The count table's key for a stored scope text (``sql_counts``: ``''`` for none)."""
+        return text or ""
 
     def scopes_is(self, tasks: sa.Table, null: bool) -> list[t.Any]:
         """Exact match on the scope set."""

@@ -22,8 +22,8 @@ class Statements:
 
     :param transaction: the dialect's bounded transaction (``SQLDialect.transaction``).
     :param autocommits: the engine's connections carry the timeout and autocommit.
-    :param require_tables: called before the first statement while :attr:`ready` is False
-        (migrations own the tables: it checks they are there, then sets :attr:`ready`).
+    :param require_tables: called before a statement while :attr:`ready` is False (migrations
+        own the tables: it raises while they are missing; once it returns, they are there).
     """
 
     def __init__(
@@ -46,11 +46,15 @@ class Statements:
         self.driver = sql_driver.Driver(engine) if autocommits else None
         self._plain: dict[t.Hashable, sql_driver.Plain | None] = {}
 
+    def _check_tables(self) -> None:
+        self._require_tables()
+        self.ready = True
+
     @contextlib.contextmanager
     def tx(self) -> t.Iterator[Connection]:
         """One short transaction, bounded by the statement timeout."""
         if not self.ready:
-            self._require_tables()
+            self._check_tables()
         with self._transaction() as conn:
             yield conn
 
@@ -59,7 +63,7 @@ class Statements:
         """A call that is one statement: one autocommit round trip on an engine from
         ``engine_from_url``; else a bounded transaction."""
         if not self.ready:
-            self._require_tables()
+            self._check_tables()
         if not self.autocommits:
             with self.tx() as conn:
                 yield conn
@@ -98,7 +102,7 @@ class Statements:
         if plain is None:
             return None
         if not self.ready:
-            self._require_tables()
+            self._check_tables()
         assert self.driver is not None
         return self.driver.run(plain, params)
 
