@@ -181,7 +181,7 @@ def idle_streams(bench: t.Any, sizes: tuple[int, ...]) -> dict[str, t.Any]:
             count += [0] * (len(pool.streams) - len(count))
             alive = sum(
                 1
-                for s, k in zip(pool.streams, count, strict=True)
+                for s, k in zip(pool.streams, count)
                 if s.first and not s.closed and s.keepalives - k >= 2
             )
             steps.append(

@@ -27,7 +27,7 @@ PrincipalHook = t.Callable[[], Found]
 def user_id(user: t.Any) -> Found:
     """A user's owner id: an id or name as it is, else ``user.get_id()`` (Flask-Login's
     ``UserMixin``), else ``user.id``."""
-    if user is None or isinstance(user, str | int):
+    if user is None or isinstance(user, (str, int)):
         return t.cast(Found, user)
     get_id = getattr(user, "get_id", None)
     return t.cast(Found, get_id() if callable(get_id) else user.id)

@@ -80,8 +80,7 @@ def _table(rows: t.Sequence[t.Sequence[str]]) -> str:
     """Rows as left-aligned columns; the first row is the header."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
     )
 
 

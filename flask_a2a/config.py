@@ -159,8 +159,8 @@ _FIELDS: t.Final[dict[t.Any, tuple[t.Callable[[], fields.Field], str]]] = {  # t
     int: (_Integer, "an integer"),
     float: (lambda: fields.Float(allow_nan=False), "a number"),
     str: (fields.String, "a string"),
-    str | None: (lambda: fields.String(allow_none=True), "a string or None"),
-    float | None: (lambda: fields.Float(allow_nan=False, allow_none=True), "a number or None"),
+    t.Optional[str]: (lambda: fields.String(allow_none=True), "a string or None"),
+    t.Optional[float]: (lambda: fields.Float(allow_nan=False, allow_none=True), "a number or None"),
     tuple[str, ...]: (_Words, "a list of strings, or one comma- or space-separated string"),
 }
 
@@ -197,7 +197,7 @@ class Settings:
     #: A blocking run nobody else can see yet is written when it settles or after this many
     #: seconds, whichever is first; 0 = write every change at once.
     blocking_write_delay: float = 1.0
-    database_url: str | None = None
+    database_url: t.Optional[str] = None
     statement_timeout: float = 5.0
     sql_asynchronous_commit: bool = True
     #: The SQL store creates its tables when missing; off = migrations own them.
@@ -205,12 +205,12 @@ class Settings:
     #: Seconds a new connection of the store's own engine may take (client side).
     database_connect_timeout: float = 3.0
     #: Seconds any wait for the database may take (client side); None = statement timeout + 1.
-    database_read_timeout: float | None = None
+    database_read_timeout: t.Optional[float] = None
     #: Serve from the memory store even in several worker processes (each sees only its own).
     allow_memory_store_in_workers: bool = False
     push_timeout: float = 10.0
-    role: str | None = None
-    public_base_url: str | None = None
+    role: t.Optional[str] = None
+    public_base_url: t.Optional[str] = None
     card_max_age: int = 300
     #: Where the JWKS that verifies the card's signatures is served (the JWS ``jku``).
     jwks_path: str = "/.well-known/jwks.json"
@@ -220,7 +220,7 @@ class Settings:
     #: Fernet keys sealing push tokens and credentials at rest, newest first (``push_secrets``).
     push_secret_key: tuple[str, ...] = dataclasses.field(default=(), repr=False)
     #: A Redis bus shared by replicas (the ``redis`` extra); unset = the in-process bus.
-    redis_url: str | None = None
+    redis_url: t.Optional[str] = None
     #: Every Redis key the bus and the fleet limits use starts with this.
     redis_prefix: str = "a2a:"
     #: Seconds any one Redis call may take (connect and read) before it counts as an outage.
@@ -232,10 +232,10 @@ class Settings:
     #: Record Prometheus metrics when prometheus_client is installed (the ``prometheus`` extra).
     metrics: bool = True
     #: Serve the metrics text at this path (unset: the host mounts ``metrics_view`` itself).
-    metrics_path: str | None = None
+    metrics_path: t.Optional[str] = None
     #: Where the HTTP+JSON (REST) binding is mounted; None = ``A2A_PATH`` + ``/rest``,
     #: ``""`` = not served (see :attr:`rest_mount`).
-    rest_path: str | None = None
+    rest_path: t.Optional[str] = None
     #: The interface the card lists first (clients such as the official SDK take the first
     #: one they support): ``JSONRPC`` or ``HTTP+JSON``.
     preferred_binding: str = "JSONRPC"
@@ -243,7 +243,7 @@ class Settings:
     #: (answer as before, log what ``refuse`` would refuse) or ``off``.
     check_media_types: str = "log"
     #: Serve the browser console (docs/console.md) at this path; unset = not served.
-    console_path: str | None = None
+    console_path: t.Optional[str] = None
     #: ``required``: the page is refused unless the principal hook names an owner;
     #: ``optional``: served to anyone, it asks for a bearer token (``CONSOLE_PRINCIPALS``).
     console_principal: str = "required"
@@ -252,9 +252,9 @@ class Settings:
     #: The agent's name (``A2A(name=...)``, not a config key): labels its metrics.
     agent: str = "default"
     #: The RQ queue push notifications are handed to (``push/queue.py``); None = in process.
-    push_queue: str | None = None
+    push_queue: t.Optional[str] = None
     #: The Redis holding that queue; None = ``redis_url``.
-    push_queue_url: str | None = None
+    push_queue_url: t.Optional[str] = None
     #: Attempts per queued notification (the first included) before it is given up.
     push_retry_attempts: int = 6
     #: Seconds before a queued notification's first retry; doubled for each next one.

@@ -122,7 +122,7 @@ class A2AState:
             return None
         if isinstance(found, Principal):
             return self._scoped(found)
-        if isinstance(found, str | int) and not isinstance(found, bool) and found != "":
+        if isinstance(found, (str, int)) and not isinstance(found, bool) and found != "":
             return self._scoped(Principal(owner=str(found)))
         hook = self.principal_hook
         name = f"{getattr(hook, '__module__', '?')}.{getattr(hook, '__qualname__', hook)}"

@@ -560,4 +560,4 @@ def envelopes(draw: st.DrawFn) -> tuple[dict[str, t.Any], t.Any, bool, str | Non
         )
     expected = rid if id_known else None
     named = doc.get("method") if isinstance(doc.get("method"), str) else None
-    return doc, expected, id_known and (isinstance(rid, str | int | None)), named
+    return doc, expected, id_known and (isinstance(rid, (str, int, type(None)))), named

@@ -81,7 +81,7 @@ def imports(name: str, typing_too: bool = False) -> list[tuple[str, bool]]:
                 found.extend((sub, top) for sub in submodules)
             else:
                 found.append((target, top))
-        inner = top and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        inner = top and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         walk(node, inner)
 
     walk(ast.parse(path.read_text()), True)

@@ -115,36 +115,40 @@ class Route(t.NamedTuple):
 
 def _resource(segments: list[str]) -> tuple[dict[str, tuple[str, Body]], dict[str, str]] | None:
     """HTTP verb -> (method, body), and the path params, for a path without a tenant."""
-    match segments:
-        case ["message:send"]:
-            return {"POST": ("SendMessage", "required")}, {}
-        case ["message:stream"]:
-            return {"POST": ("SendStreamingMessage", "required")}, {}
-        case ["tasks"]:
-            return {"GET": ("ListTasks", "none")}, {}
-        case ["tasks", task] if task.endswith(":cancel"):
-            return {"POST": ("CancelTask", "optional")}, {"id": task[: -len(":cancel")]}
-        case ["tasks", task] if task.endswith(":subscribe"):
-            subscribe: tuple[str, Body] = ("SubscribeToTask", "optional")
-            # The proto's annotation says GET, the spec's text POST: both are served.
-            return {"GET": ("SubscribeToTask", "none"), "POST": subscribe}, {
-                "id": task[: -len(":subscribe")]
-            }
-        case ["tasks", task]:
-            return {"GET": ("GetTask", "none")}, {"id": task}
-        case ["tasks", task, "pushNotificationConfigs"]:
-            return {
-                "POST": ("CreateTaskPushNotificationConfig", "required"),
-                "GET": ("ListTaskPushNotificationConfigs", "none"),
-            }, {"taskId": task}
-        case ["tasks", task, "pushNotificationConfigs", config]:
-            return {
-                "GET": ("GetTaskPushNotificationConfig", "none"),
-                "DELETE": ("DeleteTaskPushNotificationConfig", "none"),
-            }, {"taskId": task, "id": config}
-        case ["extendedAgentCard"]:
-            return {"GET": ("GetExtendedAgentCard", "none")}, {}
-    return None
+    n = len(segments)
+    head = segments[0] if segments else ""
+    if n == 1 and head == "message:send":
+        return {"POST": ("SendMessage", "required")}, {}
+    if n == 1 and head == "message:stream":
+        return {"POST": ("SendStreamingMessage", "required")}, {}
+    if n == 1 and head == "extendedAgentCard":
+        return {"GET": ("GetExtendedAgentCard", "none")}, {}
+    if head != "tasks" or n > 4:
+        return None
+    if n == 1:
+        return {"GET": ("ListTasks", "none")}, {}
+    task = segments[1]
+    if n == 2 and task.endswith(":cancel"):
+        return {"POST": ("CancelTask", "optional")}, {"id": task[: -len(":cancel")]}
+    if n == 2 and task.endswith(":subscribe"):
+        subscribe: tuple[str, Body] = ("SubscribeToTask", "optional")
+        # The proto's annotation says GET, the spec's text POST: both are served.
+        return {"GET": ("SubscribeToTask", "none"), "POST": subscribe}, {
+            "id": task[: -len(":subscribe")]
+        }
+    if n == 2:
+        return {"GET": ("GetTask", "none")}, {"id": task}
+    if segments[2] != "pushNotificationConfigs":
+        return None
+    if n == 3:
+        return {
+            "POST": ("CreateTaskPushNotificationConfig", "required"),
+            "GET": ("ListTaskPushNotificationConfigs", "none"),
+        }, {"taskId": task}
+    return {
+        "GET": ("GetTaskPushNotificationConfig", "none"),
+        "DELETE": ("DeleteTaskPushNotificationConfig", "none"),
+    }, {"taskId": task, "id": segments[3]}
 
 
 def match(path: str, verb: str) -> Route:

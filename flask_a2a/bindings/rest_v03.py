@@ -32,36 +32,40 @@ def _route(path: str, verb: str) -> tuple[str, dict[str, str], Body]:
     """(the v0.3 method, the path's params, the body) for ``path`` below ``v1/``."""
     found: dict[str, tuple[str, Body]] | None = None
     params: dict[str, str] = {}
-    match path.split("/"):
-        case ["message:send"]:
-            found = {"POST": ("message/send", "required")}
-        case ["message:stream"]:
-            found = {"POST": ("message/stream", "required")}
-        case ["card"]:
-            found = {"GET": ("agent/getAuthenticatedExtendedCard", "none")}
-        case ["tasks", task] if task.endswith(":cancel"):
+    segments = path.split("/")
+    n = len(segments)
+    head = segments[0]
+    if n == 1 and head == "message:send":
+        found = {"POST": ("message/send", "required")}
+    elif n == 1 and head == "message:stream":
+        found = {"POST": ("message/stream", "required")}
+    elif n == 1 and head == "card":
+        found = {"GET": ("agent/getAuthenticatedExtendedCard", "none")}
+    elif head == "tasks" and n == 2:
+        task = segments[1]
+        if task.endswith(":cancel"):
             found, params = {"POST": ("tasks/cancel", "optional")}, {"id": task[:-7]}
-        case ["tasks", task] if task.endswith(":subscribe"):
+        elif task.endswith(":subscribe"):
             # The proto says GET (the v0.3 client's verb); the spec's table says POST.
             found = {
                 "GET": ("tasks/resubscribe", "none"),
                 "POST": ("tasks/resubscribe", "optional"),
             }
             params = {"id": task[:-10]}
-        case ["tasks", task]:
+        else:
             found, params = {"GET": ("tasks/get", "none")}, {"id": task}
-        case ["tasks", task, "pushNotificationConfigs"]:
-            found = {
-                "POST": ("tasks/pushNotificationConfig/set", "required"),
-                "GET": ("tasks/pushNotificationConfig/list", "none"),
-            }
-            params = {"id": task}
-        case ["tasks", task, "pushNotificationConfigs", config]:
-            found = {
-                "GET": ("tasks/pushNotificationConfig/get", "none"),
-                "DELETE": ("tasks/pushNotificationConfig/delete", "none"),
-            }
-            params = {"id": task, "configId": config}
+    elif head == "tasks" and n == 3 and segments[2] == "pushNotificationConfigs":
+        found = {
+            "POST": ("tasks/pushNotificationConfig/set", "required"),
+            "GET": ("tasks/pushNotificationConfig/list", "none"),
+        }
+        params = {"id": segments[1]}
+    elif head == "tasks" and n == 4 and segments[2] == "pushNotificationConfigs":
+        found = {
+            "GET": ("tasks/pushNotificationConfig/get", "none"),
+            "DELETE": ("tasks/pushNotificationConfig/delete", "none"),
+        }
+        params = {"id": segments[1], "configId": segments[3]}
     if found is None or not all(params.values()):
         raise MethodNotFoundError(f"No A2A v0.3 route at {scrub(PREFIX + path)[:100]!r}")
     if verb not in found:

@@ -28,8 +28,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
 
 from ..protocol import v03_card
 
-PrivateKey: t.TypeAlias = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
-PublicKey: t.TypeAlias = ec.EllipticCurvePublicKey | rsa.RSAPublicKey
+PrivateKey = t.Union[ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey]
+PublicKey = t.Union[ec.EllipticCurvePublicKey, rsa.RSAPublicKey]
 
 ALGORITHMS: t.Final = ("ES256", "RS256")
 _EC_COORD_BYTES: t.Final = 32

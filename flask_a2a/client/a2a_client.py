@@ -53,7 +53,7 @@ DEFAULT_SEND_TIMEOUT: t.Final = (5.0, 330.0)
 DEFAULT_STREAM_TIMEOUT: t.Final = (5.0, 60.0)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class TaskListPage:
     """One ListTasks page; ``next_page_token`` is empty on the last page."""
 
@@ -63,7 +63,7 @@ class TaskListPage:
     total_size: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class PushConfigPage:
     """One ListTaskPushNotificationConfigs page; ``next_page_token`` is empty on the last."""
 

@@ -23,10 +23,10 @@ from ..protocol.model import (
     TaskStatusUpdateEvent,
 )
 
-StreamEvent = Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
+StreamEvent = t.Union[Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent]
 
 #: A request's timeout: seconds, or (connect, read) seconds.
-Timeout = float | tuple[float, float]
+Timeout = t.Union[float, tuple[float, float]]
 
 #: One SSE event larger than this ends the stream (a server cannot make the client hoard RAM).
 MAX_EVENT_BYTES: t.Final = 16 * 1024 * 1024

@@ -99,7 +99,7 @@ class Entity:
             )
         declared: dict[str, tuple[str | Argument, ...]] = {}
         for op, keys in self.arguments.items():
-            if isinstance(keys, str) or not all(isinstance(k, str | Argument) for k in keys):
+            if isinstance(keys, str) or not all(isinstance(k, (str, Argument)) for k in keys):
                 raise TypeError(
                     f"Entity {self.name!r}: arguments[{op!r}] must be a sequence of key "
                     "names and Argument objects"

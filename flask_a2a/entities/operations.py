@@ -62,7 +62,7 @@ class Argument:
             raise ValueError(f"Argument {self.name!r}: where must be one of {PLACES}")
         if isinstance(self.type, str) and self.type not in TYPES:
             raise ValueError(f"Argument {self.name!r}: type must be one of {TYPES}")
-        if self.type is not None and not isinstance(self.type, str | t.Mapping):
+        if self.type is not None and not isinstance(self.type, (str, t.Mapping)):
             raise TypeError(f"Argument {self.name!r}: type must be a type name or a JSON Schema")
 
     @property
@@ -246,7 +246,7 @@ def check(value: t.Any, schema: t.Mapping[str, t.Any], *, scalar: bool) -> str |
     """
     if scalar:
         items = value if isinstance(value, list) and schema.get("type") == "array" else [value]
-        if any(item is None or isinstance(item, dict | list) for item in items):
+        if any(item is None or isinstance(item, (dict, list)) for item in items):
             return "A path or query value is one string, number or boolean."
     kinds = schema.get("type")
     if kinds is not None:
@@ -255,7 +255,7 @@ def check(value: t.Any, schema: t.Mapping[str, t.Any], *, scalar: bool) -> str |
             return f"Not a valid {' or '.join(names)}."
     if "enum" in schema and value not in schema["enum"]:
         return f"Must be one of: {', '.join(str(c) for c in schema['enum'])}."
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         for key, ok in _BOUNDS.items():
             if key in schema and not ok(value, schema[key]):
                 return f"Must satisfy {key} {schema[key]}."

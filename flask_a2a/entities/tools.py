@@ -119,7 +119,7 @@ class Tool:
                 errors["id"] = ["Missing data for required field."]
             elif (
                 isinstance(record_id, bool)
-                or not isinstance(record_id, str | int)
+                or not isinstance(record_id, (str, int))
                 or (isinstance(record_id, str) and not 0 < len(record_id) <= 512)
             ):
                 errors["id"] = ["Must be a non-empty string or an integer."]
@@ -172,7 +172,7 @@ class Tool:
                 query.append(("sort", arguments["sort"]))
         filters = {k: v for k, v in arguments.items() if k not in LIST_KEYS}
         for key, value in filters.items():
-            if value is None or isinstance(value, dict | list):
+            if value is None or isinstance(value, (dict, list)):
                 errors[key] = ["A filter is one string, number or boolean."]
         if errors:
             return query

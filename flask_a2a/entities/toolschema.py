@@ -61,7 +61,7 @@ def _base_schema(field: fields.Field[t.Any]) -> dict[str, t.Any]:
         return {"type": "integer"}
     if isinstance(field, fields.Decimal):
         return {"type": "string", "format": "decimal"} if field.as_string else {"type": "number"}
-    if isinstance(field, fields.Number | fields.TimeDelta):
+    if isinstance(field, (fields.Number, fields.TimeDelta)):
         return {"type": "number"}
     if isinstance(field, fields.Enum):
         if field.by_value:
@@ -78,7 +78,7 @@ def _base_schema(field: fields.Field[t.Any]) -> dict[str, t.Any]:
     for kind, fmt in formats:
         if isinstance(field, kind):
             return {"type": "string", "format": fmt}
-    if isinstance(field, fields.String | fields.IP):
+    if isinstance(field, (fields.String, fields.IP)):
         return {"type": "string"}
     return {}
 

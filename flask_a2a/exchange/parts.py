@@ -25,7 +25,7 @@ def artifact_parts(parts: Part | t.Iterable[Part] | None) -> tuple[Part, ...]:
         return ()
     if isinstance(parts, Part):
         return (parts,)
-    if isinstance(parts, str | bytes | dict) or not isinstance(parts, t.Iterable):
+    if isinstance(parts, (str, bytes, dict)) or not isinstance(parts, t.Iterable):
         raise HandlerUsageError(
             f"artifact() takes a list of flask_a2a.Part, got {type(parts).__name__}: "
             f"use task.artifact([{_part_for(parts)}])"
@@ -52,14 +52,14 @@ def returned_parts(value: object) -> tuple[Part, ...]:
         return (Part(raw=value),)
     if isinstance(value, dict):
         return (Part(data=value),)
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         parts = tuple(item for item in value if isinstance(item, Part))
         if parts and len(parts) == len(value):
             return parts
         if not parts and isinstance(value, list):
             return (Part(data=value),)
     kind = type(value).__name__
-    if isinstance(value, list | tuple) and any(isinstance(item, Part) for item in value):
+    if isinstance(value, (list, tuple)) and any(isinstance(item, Part) for item in value):
         kind = f"a {kind} mixing Part and other values"
     raise HandlerUsageError(
         f"the handler returned {kind}: return None, a str, bytes, a dict, a list of JSON "

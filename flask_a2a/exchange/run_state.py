@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 import typing as t
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from ..ops.log_fields import fields
 from ..protocol.errors import A2AError
@@ -68,10 +68,10 @@ class Run:
 
     @property
     def deadline(self) -> datetime | None:
-        """When this run times out (UTC); ``None`` when runs are unbounded."""
+        """When this run times out (timezone.utc); ``None`` when runs are unbounded."""
         if self.deadline_mono == float("inf"):
             return None
-        return datetime.now(UTC) + timedelta(seconds=self.deadline_mono - time.monotonic())
+        return datetime.now(timezone.utc) + timedelta(seconds=self.deadline_mono - time.monotonic())
 
     @property
     def inbox_ready(self) -> threading.Condition:

@@ -250,7 +250,7 @@ def _opening(
             return None
         if event.stale or event.quiet:
             continue  # a held task is this run's alone: nothing can have been lost
-        if isinstance(event.event, Task | Message):
+        if isinstance(event.event, (Task, Message)):
             return event.result_json, event.version, event.final
         return snapshot() if snapshot is not None else None
 

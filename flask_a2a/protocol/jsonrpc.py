@@ -25,7 +25,7 @@ class _NoId(enum.Enum):
 #: The request carried no ``id`` (or none could be read): answered with ``"id": null``.
 NO_ID: t.Final = _NoId.NO_ID
 
-RequestId = str | int | None
+RequestId = t.Union[str, int, None]
 
 
 class Request(t.NamedTuple):
@@ -71,7 +71,7 @@ def _too_deep(body: bytes, doc: t.Any) -> bool:
         value, depth = level.pop()
         children = value.values() if isinstance(value, dict) else value
         for child in children:
-            if isinstance(child, dict | list):
+            if isinstance(child, (dict, list)):
                 if depth == MAX_DEPTH:
                     return True
                 level.append((child, depth + 1))
@@ -97,7 +97,7 @@ def decode_json(body: bytes) -> t.Any:
             # Paired escapes decode to one code point; a lone one cannot be UTF-8 encoded
             # again, so it would break the answer (the id is echoed) and every stored copy.
             json.dumps(doc, ensure_ascii=False).encode("utf-8")
-        if isinstance(doc, dict | list) and _too_deep(body, doc):
+        if isinstance(doc, (dict, list)) and _too_deep(body, doc):
             raise JSONParseError(f"Invalid JSON payload: nested deeper than {MAX_DEPTH} levels")
         return doc
     except _DuplicateKey:
@@ -120,7 +120,7 @@ def decode_request(body: bytes) -> Request:
     if "id" not in doc:
         raise InvalidRequestError('Request payload validation error: "id" is required')
     rid = doc["id"]
-    if isinstance(rid, bool) or not isinstance(rid, str | int | None):
+    if isinstance(rid, bool) or not isinstance(rid, (str, int, type(None))):
         raise InvalidRequestError(
             'Request payload validation error: "id" must be a string, an integer or null'
         )

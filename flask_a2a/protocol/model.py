@@ -11,7 +11,7 @@ import dataclasses
 import enum
 import os
 import typing as t
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 
 class _Unset(enum.Enum):
@@ -68,7 +68,7 @@ ROLE_NUMBERS: t.Final = dict(enumerate(Role))
 
 def utcnow() -> datetime:
     """Now in UTC, truncated to the millisecond precision the wire carries."""
-    now = datetime.now(UTC)
+    now = datetime.now(timezone.utc)
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
@@ -85,7 +85,7 @@ def new_id() -> str:
     return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class Part:
     """One piece of content: exactly one of ``text``, ``raw``, ``url`` or ``data``."""
 
@@ -105,7 +105,7 @@ class Part:
             raise ValueError("a Part holds exactly one of text, raw, url or data")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class Message:
     message_id: str
     role: Role
@@ -149,7 +149,7 @@ class Message:
         return None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class Artifact:
     artifact_id: str
     parts: tuple[Part, ...] = ()
@@ -159,14 +159,14 @@ class Artifact:
     extensions: tuple[str, ...] = ()
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class TaskStatus:
     state: TaskState
     timestamp: datetime
     message: Message | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class Task:
     id: str
     context_id: str
@@ -197,7 +197,7 @@ class Task:
         )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class TaskStatusUpdateEvent:
     task_id: str
     context_id: str
@@ -205,7 +205,7 @@ class TaskStatusUpdateEvent:
     metadata: dict[str, t.Any] | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class TaskArtifactUpdateEvent:
     task_id: str
     context_id: str
@@ -216,16 +216,16 @@ class TaskArtifactUpdateEvent:
 
 
 #: What a stream or a webhook carries: exactly one of these per StreamResponse.
-StreamEvent = Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
+StreamEvent = t.Union[Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class AuthenticationInfo:
     scheme: str
     credentials: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class PushConfig:
     """A TaskPushNotificationConfig: where to POST a task's events."""
 
@@ -240,7 +240,7 @@ class PushConfig:
     protocol_version: str = "1.0"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class Principal:
     """Who is calling, as resolved by the host app's own auth.
 

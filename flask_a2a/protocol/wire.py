@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import re
 import typing as t
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from .jsonrpc import encode
 from .model import (
@@ -34,8 +34,8 @@ from .model import (
 
 def format_timestamp(value: datetime) -> str:
     """RFC 3339 in UTC with millisecond precision and ``Z``."""
-    if value.tzinfo is not UTC:
-        value = value.astimezone(UTC)
+    if value.tzinfo is not timezone.utc:
+        value = value.astimezone(timezone.utc)
     # isoformat zero-pads the year (strftime's %Y does not below 1000) and is faster.
     return value.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
@@ -208,7 +208,7 @@ def parse_timestamp(value: str) -> datetime:
     micros = (fraction or "").ljust(6, "0")[:6]
     offset = "+00:00" if offset in ("Z", "z") else offset
     try:
-        return datetime.fromisoformat(f"{date}T{time}.{micros}{offset}").astimezone(UTC)
+        return datetime.fromisoformat(f"{date}T{time}.{micros}{offset}").astimezone(timezone.utc)
     except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
         raise ValueError("timestamp is out of range in UTC") from None
 

@@ -44,7 +44,7 @@ DROP_REASONS: t.Final = {
 }
 
 
-@dataclasses.dataclass(eq=False, slots=True)
+@dataclasses.dataclass(eq=False)
 class _Lane:
     """One config's queue: the newest version it accepted, what waits, whether one is sent."""
 
@@ -56,7 +56,7 @@ class _Lane:
     queue: collections.deque[Notification] = dataclasses.field(default_factory=collections.deque)
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class _Drops:
     """One config's drops since its last warning line."""
 

@@ -9,7 +9,7 @@ import typing as t
 from ..protocol.model import PushConfig
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class Notification:
     """One notification for one config: the body to POST and what orders and identifies it."""
 

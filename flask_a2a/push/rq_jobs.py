@@ -46,7 +46,7 @@ class RQJobs:
         else:  # RQ keeps whole seconds (floored): round the due time up, never early
             due = math.ceil(time.time() + delay)
             self.queue.enqueue_at(
-                datetime.datetime.fromtimestamp(due, datetime.UTC),
+                datetime.datetime.fromtimestamp(due, datetime.timezone.utc),
                 self.job,
                 self.queue.name,
                 lane_job,

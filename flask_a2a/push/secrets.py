@@ -49,7 +49,7 @@ class UnreadableSecretError(Exception):
     """A sealed value that no configured key opens (or sealed with no key configured)."""
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class Rotation:
     """What ``rotate_sql_store`` did: counts of configs."""
 

@@ -41,7 +41,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import NewConnectionError
 from urllib3.util import connection as u3connection
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPAddress = t.Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 #: ``resolver(host) -> addresses`` (IP literals as strings); the seam tests replace.
 Resolver = t.Callable[[str], t.Sequence[str]]
 

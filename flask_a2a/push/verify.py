@@ -47,7 +47,7 @@ _SHARED_SOURCES: t.Final = 64
 _MAX_AGE_RE: t.Final = re.compile(r"max-age=(\d+)")
 
 #: A JWKS URL; a JWKS document; a list of JWKs; or the app's own signing keys.
-KeySource: t.TypeAlias = str | t.Mapping[str, t.Any] | t.Sequence[t.Any]
+KeySource = t.Union[str, t.Mapping[str, t.Any], t.Sequence[t.Any]]
 
 
 class NotificationRejected(Exception):

@@ -21,7 +21,7 @@ from ..protocol.wire import dump_task, task_json
 EXTRA_HINT: t.Final = "pip install flask-a2a[postgres]"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class TaskRecord:
     """A stored task and its ownership. ``tenant`` and ``scopes`` never change after creation."""
 
@@ -63,7 +63,7 @@ class TaskRecord:
         return principal.scopes is None or self.scopes == principal.scope_key
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class ListQuery:
     """One page of an owner's tasks, newest status first (keyset on timestamp, id)."""
 
@@ -83,7 +83,7 @@ class ListQuery:
     cursor: tuple[datetime, str] | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class TaskPage:
     records: list[TaskRecord]
     #: Matches before paging.

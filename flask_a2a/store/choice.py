@@ -62,10 +62,10 @@ def unreachable(exc: BaseException) -> bool:
     store is misconfigured (a bad URL, a missing driver: those still fail ``init_app``)."""
     sa_exc = sys.modules.get("sqlalchemy.exc")
     if sa_exc is not None and isinstance(
-        exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError
+        exc, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
     ):
         return True
-    return isinstance(exc, ConnectionError | TimeoutError)
+    return isinstance(exc, (ConnectionError, TimeoutError))
 
 
 def unavailable_error() -> InternalError:

@@ -41,7 +41,7 @@ def holder() -> str:
     return _holder[1]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class LeaseTerms:
     """What a store writes with a running task it creates (set by the exchange)."""
 

@@ -19,7 +19,7 @@ if t.TYPE_CHECKING:
     from .sql import SQLStore
 
 #: Alembic's ``include_name(name, type_, parent_names) -> bool`` hook.
-IncludeName = t.Callable[[str | None, str, t.Mapping[str, str | None]], bool]
+IncludeName = t.Callable[[t.Optional[str], str, t.Mapping[str, t.Optional[str]]], bool]
 
 
 def table_names(prefix: str = "a2a_") -> frozenset[str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import typing as t
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -36,7 +36,7 @@ TERMINAL_STATES_SORTED: t.Final = sorted(s.value for s in TERMINAL_STATES)
 TERMINAL_LITERALS: t.Final = [sa.literal(state) for state in TERMINAL_STATES_SORTED]
 
 
-_EPOCH: t.Final = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH: t.Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICRO: t.Final = timedelta(microseconds=1)
 #: Task columns holding a caller's string, the field that names it, and its length.
 ROW_FIELDS: t.Final = (
@@ -51,7 +51,7 @@ ROW_FIELDS: t.Final = (
 def micros(value: datetime) -> int:
     """A stored timestamp: integer microseconds since the epoch (one order everywhere)."""
     if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
+        value = value.replace(tzinfo=timezone.utc)
     return (value - _EPOCH) // _MICRO
 
 

@@ -74,7 +74,7 @@ def test_falls_back_to_v03_when_the_card_offers_nothing_newer(
         events = list(client.send_streaming_message("streamed"))
         last = events[-1]
         assert isinstance(events[0], Task)
-        assert not isinstance(last, Message | TaskArtifactUpdateEvent)
+        assert not isinstance(last, (Message, TaskArtifactUpdateEvent))
         assert last.status.state is TaskState.COMPLETED
         made = client.create_task_push_notification_config(task.id, "http://127.0.0.1:9/h")
         assert made.task_id == task.id
@@ -91,7 +91,7 @@ def test_prefers_v1_when_the_card_offers_both(served: tuple[str, list[str]]) -> 
     base, asked = served
     with A2AClient.from_card_url(base, token="alice") as client:
         assert not isinstance(client.transport, V03Transport)
-        assert isinstance(client.send_message("hi"), Task | Message)
+        assert isinstance(client.send_message("hi"), (Task, Message))
     assert asked == ["SendMessage"]
 
 

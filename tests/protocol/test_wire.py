@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import typing as t
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from flask import Flask
@@ -30,7 +30,7 @@ from flask_a2a.protocol.model import (
 from flask_a2a.testing import A2ATestClient
 
 STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
-WHEN = datetime(2026, 3, 4, 5, 6, 7, 891000, tzinfo=UTC)
+WHEN = datetime(2026, 3, 4, 5, 6, 7, 891000, tzinfo=timezone.utc)
 
 #: The wire sheet's field lists (§2), per message.
 TASK_KEYS = {"id", "contextId", "status", "artifacts", "history", "metadata"}
@@ -161,8 +161,8 @@ def test_minimal_objects_leave_out_empty_lists_and_unset_fields() -> None:
 @pytest.mark.parametrize(
     ("value", "text"),
     [
-        (datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), "2026-01-02T03:04:05.000Z"),
-        (datetime(2026, 1, 2, 3, 4, 5, 999999, tzinfo=UTC), "2026-01-02T03:04:05.999Z"),
+        (datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc), "2026-01-02T03:04:05.000Z"),
+        (datetime(2026, 1, 2, 3, 4, 5, 999999, tzinfo=timezone.utc), "2026-01-02T03:04:05.999Z"),
         (
             datetime(2026, 1, 2, 5, 4, 5, 120000, tzinfo=timezone(timedelta(hours=2))),
             "2026-01-02T03:04:05.120Z",
@@ -354,11 +354,14 @@ def test_raw_refuses_what_is_not_base64(text: t.Any) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("2026-01-02T03:04:05Z", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
-        ("2026-01-02T05:04:05+02:00", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
-        ("2026-01-01T22:04:05.5-05:00", datetime(2026, 1, 2, 3, 4, 5, 500000, tzinfo=UTC)),
-        ("2026-01-02T03:04:05.123456789Z", datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)),
-        ("2026-01-02t03:04:05.1z", datetime(2026, 1, 2, 3, 4, 5, 100000, tzinfo=UTC)),
+        ("2026-01-02T03:04:05Z", datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)),
+        ("2026-01-02T05:04:05+02:00", datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)),
+        ("2026-01-01T22:04:05.5-05:00", datetime(2026, 1, 2, 3, 4, 5, 500000, tzinfo=timezone.utc)),
+        (
+            "2026-01-02T03:04:05.123456789Z",
+            datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=timezone.utc),
+        ),
+        ("2026-01-02t03:04:05.1z", datetime(2026, 1, 2, 3, 4, 5, 100000, tzinfo=timezone.utc)),
     ],
 )
 def test_timestamps_read_any_offset_into_utc(text: str, expected: datetime) -> None:

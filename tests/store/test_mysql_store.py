@@ -12,7 +12,7 @@ import threading
 import time
 import typing as t
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
@@ -268,7 +268,7 @@ def test_concurrent_trims_of_one_tier_never_deadlock(
     trims and row-level count triggers must neither deadlock nor miscount."""
     store = SQLStore(mysql_own_engine if own_engine else mysql_engine, prefix())
     tier = Tier("alice", None, None)
-    start = datetime(2026, 1, 1, tzinfo=UTC)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
     errors: list[BaseException] = []
     workers = 12
     barrier = threading.Barrier(workers)

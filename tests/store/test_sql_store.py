@@ -513,14 +513,14 @@ def test_a_table_without_counts_is_counted_on_open(pg_engine: t.Any) -> None:
 @pytest.mark.postgres
 def test_concurrent_trims_of_one_tier_never_deadlock(pg_engine: t.Any) -> None:
     """Settles in one tier trim the same oldest rows at once; PostgreSQL must not deadlock."""
-    from datetime import UTC, datetime, timedelta
+    from datetime import datetime, timedelta, timezone
 
     from flask_a2a.protocol.model import Message, Task, TaskState, TaskStatus, Tier
     from flask_a2a.store import TaskRecord
 
     store = SQLStore(pg_engine, table_prefix=f"t{uuid.uuid4().hex[:10]}_")
     tier = Tier("alice", None, None)
-    start = datetime(2026, 1, 1, tzinfo=UTC)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
     errors: list[BaseException] = []
     barrier = threading.Barrier(8)
 

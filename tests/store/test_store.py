@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing as t
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -17,7 +17,7 @@ from flask_a2a.protocol.errors import UnencodableDataError
 from flask_a2a.protocol.model import Message, Part, PushConfig, Task, TaskState, TaskStatus, Tier
 from flask_a2a.store import ListQuery, StaleTaskError, TaskRecord
 
-T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
 TERMINAL = (TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED)
 
 
@@ -160,7 +160,8 @@ def test_keyset_pages_are_newest_first_with_ties_broken_by_id(store: t.Any) -> N
     stamps = [T0, T0 + timedelta(seconds=1), T0 + timedelta(seconds=1), T0 + timedelta(seconds=1)]
     stamps += [T0 + timedelta(seconds=2), T0 + timedelta(seconds=3), T0 + timedelta(seconds=4)]
     names = ["a", "b-1", "b-2", "B", "c", "d", "e"]
-    for name, stamp in zip(names, stamps, strict=True):
+    assert len(names) == len(stamps)
+    for name, stamp in zip(names, stamps):
         store.create_task(make_record(name, at=stamp))
     seen: list[str] = []
     cursor = None
