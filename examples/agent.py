@@ -19,7 +19,7 @@ import typing as t
 
 from flask import Flask, request
 
-from flask_a2a import A2A, AgentCard, Part, Principal, Skill, TaskContext
+from flask_a2a import A2A, AgentCard, Part, Principal, Skill, TaskContext, from_prefixed_env
 
 #: token -> principal. A real app resolves its own sessions or API tokens here.
 DEMO_TOKENS: dict[str, Principal] = {
@@ -124,7 +124,7 @@ def signing_keys() -> list[t.Any]:
 def create_app(config: t.Mapping[str, t.Any] | None = None) -> Flask:
     app = Flask(__name__)
     # FLASK_A2A_PUBLIC_BASE_URL=... in the environment sets A2A_PUBLIC_BASE_URL, and so on.
-    app.config.from_prefixed_env()
+    from_prefixed_env(app.config)
     app.config.update(config or {})
     A2A(
         app,

@@ -26,6 +26,7 @@ if t.TYPE_CHECKING:
     from .exchange.tasks import TaskContext as TaskContext
     from .exchange.tasks import TaskUpdater as TaskUpdater
     from .extension import A2A as A2A
+    from .flask_compat import from_prefixed_env as from_prefixed_env
     from .protocol.errors import A2AError as A2AError
     from .protocol.errors import ContentTypeNotSupportedError as ContentTypeNotSupportedError
     from .protocol.errors import (
@@ -102,6 +103,7 @@ _SOURCES: t.Final[dict[str, str]] = {
     "UnsupportedOperationError": "protocol.errors",
     "VersionNotSupportedError": "protocol.errors",
     "A2A": "extension",
+    "from_prefixed_env": "flask_compat",
     "Artifact": "protocol.model",
     "Message": "protocol.model",
     "Part": "protocol.model",

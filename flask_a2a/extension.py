@@ -40,6 +40,7 @@ from .protocol.scrub import scrub
 from .push.secrets import PushSecrets
 from .store.base import Store, holds_nothing_at_rest
 from .store.choice import LazyStore, chosen_store, store_for
+from .versions import check_versions
 from .views import agent_blueprint, exchange_view, rest_unrouted, rest_view
 from .wiring import (
     default_bus,
@@ -236,6 +237,7 @@ class A2A:
 
     def init_app(self, app: Flask) -> None:
         """Mount the exchange and the card on ``app``; fails loudly on a misconfiguration."""
+        check_versions()  # a library below its floor: one ConfigError, not a TypeError later
         registry = agents(app)
         if app in self._states or self._name in registry.states:
             raise RuntimeError(

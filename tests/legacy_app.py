@@ -24,7 +24,7 @@ from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFProtect
 from marshmallow import Schema, fields
 
-from flask_a2a import A2A, Entity, Part, Skill, TaskContext
+from flask_a2a import A2A, Entity, Part, Skill, TaskContext, from_prefixed_env
 from flask_a2a.store import migrations as a2a_migrations
 
 db = SQLAlchemy()
@@ -137,7 +137,7 @@ def create_app(config: t.Mapping[str, t.Any] | None = None) -> Flask:
         folder = tempfile.mkdtemp(prefix="flask_a2a_legacy_")
         url = f"sqlite:///{os.path.join(folder, 'legacy.db')}"
     app.config["SQLALCHEMY_DATABASE_URI"] = url
-    app.config.from_prefixed_env("LEGACY")
+    from_prefixed_env(app.config, "LEGACY")
     app.config.update(config or {})
 
     @app.before_request

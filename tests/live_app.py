@@ -13,7 +13,7 @@ import threading
 from flask import Flask
 
 from examples.agent import principal
-from flask_a2a import A2A, Part, Skill, TaskContext
+from flask_a2a import A2A, Part, Skill, TaskContext, from_prefixed_env
 
 GATE = threading.Event()
 
@@ -31,7 +31,7 @@ def echo(task: TaskContext) -> None:
 
 def create_app() -> Flask:
     app = Flask(__name__)
-    app.config.from_prefixed_env()  # FLASK_A2A_KEEPALIVE_INTERVAL=0.5 -> A2A_KEEPALIVE_INTERVAL
+    from_prefixed_env(app.config)  # FLASK_A2A_KEEPALIVE_INTERVAL=0.5 -> A2A_KEEPALIVE_INTERVAL
     if os.environ.get("LIVE_LOG_LEVEL"):  # e.g. INFO: the library's INFO lines in the log
         logging.basicConfig(level=os.environ["LIVE_LOG_LEVEL"])
     A2A(
@@ -96,7 +96,7 @@ def ask(task: TaskContext) -> None:
 def create_ask_app() -> Flask:
     """A skill that pauses for input (SubscribeToTask on a paused task, issue 14 item 5)."""
     app = Flask(__name__)
-    app.config.from_prefixed_env()
+    from_prefixed_env(app.config)
     A2A(
         app,
         skills=[Skill(id="ask", name="Ask", description="Asks a name.", handler=ask)],

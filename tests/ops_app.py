@@ -11,7 +11,7 @@ import typing as t
 from flask import Flask
 
 from examples.agent import principal
-from flask_a2a import A2A, Part, Skill, TaskContext
+from flask_a2a import A2A, Part, Skill, TaskContext, from_prefixed_env
 
 
 def echo(task: TaskContext) -> None:
@@ -36,7 +36,7 @@ def _trace_to_file(directory: str) -> None:
 
 def create_app() -> Flask:
     app = Flask(__name__)
-    app.config.from_prefixed_env()  # FLASK_A2A_DATABASE_URL -> A2A_DATABASE_URL
+    from_prefixed_env(app.config)  # FLASK_A2A_DATABASE_URL -> A2A_DATABASE_URL
     app.config["A2A_METRICS_PATH"] = "/metrics"
     spans: t.Any = os.environ.get("OPS_SPANS_DIR")
     if spans:

@@ -18,7 +18,7 @@ import typing as t
 from flask import Flask, abort, current_app, request
 
 from examples.agent import principal
-from flask_a2a import A2A, Part, Skill, TaskContext
+from flask_a2a import A2A, Part, Skill, TaskContext, from_prefixed_env
 from flask_a2a.store.sql import SQLStore, engine_from_url
 
 #: task id -> (monotonic time the handler ended, the exception that ended it).
@@ -70,7 +70,7 @@ def asks(task: TaskContext) -> None:
 
 def create_app() -> Flask:
     app = Flask(__name__)
-    app.config.from_prefixed_env()  # FLASK_A2A_* -> A2A_*
+    from_prefixed_env(app.config)  # FLASK_A2A_* -> A2A_*
     store = SQLStore(
         engine_from_url(os.environ["FLASK_A2A_DATABASE_URL"]),
         os.environ["A2A_TEST_TABLE_PREFIX"],

@@ -8,7 +8,7 @@ from __future__ import annotations
 from flask import Flask
 
 from examples.agent import principal
-from flask_a2a import A2A, Part, Skill, TaskContext
+from flask_a2a import A2A, Part, Skill, TaskContext, from_prefixed_env
 
 
 def ping(task: TaskContext) -> None:
@@ -30,7 +30,7 @@ def chat(task: TaskContext) -> None:
 
 def create_app() -> Flask:
     app = Flask(__name__)
-    app.config.from_prefixed_env()
+    from_prefixed_env(app.config)
     A2A(
         app,
         skills=[

@@ -13,7 +13,7 @@ import threading
 
 from flask import Flask
 
-from flask_a2a import A2A, AgentCard, Part, Skill, TaskContext
+from flask_a2a import A2A, AgentCard, Part, Skill, TaskContext, from_prefixed_env
 from flask_a2a.protocol.model import Principal
 
 #: How long a task stays working before it answers (the reference agent takes about 1.2 s).
@@ -39,7 +39,7 @@ def core(task: TaskContext) -> None:
 def create_app() -> Flask:
     app = Flask(__name__)
     app.config["A2A_PROTOCOL_VERSIONS"] = ["1.0", "0.3"]
-    app.config.from_prefixed_env()
+    from_prefixed_env(app.config)
     A2A(
         app,
         skills=[Skill(id="core", name="Core", description="Answers a message.", handler=core)],

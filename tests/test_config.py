@@ -9,7 +9,7 @@ import pytest
 from flask import Flask
 from marshmallow import Schema, fields
 
-from flask_a2a import A2A, ConfigError, Entity, Skill
+from flask_a2a import A2A, ConfigError, Entity, Skill, from_prefixed_env
 from flask_a2a.config import DEFAULTS
 from flask_a2a.testing import A2ATestClient
 
@@ -149,7 +149,7 @@ def test_from_prefixed_env_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     app = Flask("env_app")
-    app.config.from_prefixed_env()
+    from_prefixed_env(app.config)
     A2A(app, skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)],
         principal=token_principal, entities=[NOTES])  # fmt: skip
     settings = app.extensions["a2a"].settings
@@ -164,7 +164,7 @@ def test_from_prefixed_env_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("FLASK_A2A_MAX_BODY_BYTES", "1MB")
     broken = Flask("env_app")
-    broken.config.from_prefixed_env()
+    from_prefixed_env(broken.config)
     with pytest.raises(ConfigError, match=r"A2A_MAX_BODY_BYTES='1MB' \(str\): expected an integer"):
         A2A(broken, skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)],
             principal=token_principal)  # fmt: skip

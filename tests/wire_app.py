@@ -9,7 +9,7 @@ import typing as t
 from flask import Flask
 
 from examples.agent import principal
-from flask_a2a import A2A, Part, Skill, TaskContext
+from flask_a2a import A2A, Part, Skill, TaskContext, from_prefixed_env
 
 
 def echo(task: TaskContext) -> None:
@@ -48,7 +48,7 @@ def create_app(config: t.Mapping[str, t.Any] | None = None) -> Flask:
     app = Flask(__name__)
     app.config["A2A_BLOCKING_WRITE_DELAY"] = 0
     app.config["A2A_ALLOW_PRIVATE_PUSH"] = True
-    app.config.from_prefixed_env()  # FLASK_A2A_CHECK_MEDIA_TYPES=refuse -> A2A_CHECK_…
+    from_prefixed_env(app.config)  # FLASK_A2A_CHECK_MEDIA_TYPES=refuse -> A2A_CHECK_…
     app.config.update(config or {})
     A2A(app, skills=skills(), principal=principal)
     return app

@@ -20,6 +20,7 @@ import typing as t
 
 from flask import Flask
 
+from flask_a2a import from_prefixed_env
 from flask_a2a.store import migrations as a2a_migrations
 
 from .extensions import db, migrate
@@ -28,7 +29,7 @@ from .extensions import db, migrate
 def create_app(config: t.Mapping[str, t.Any] | None = None) -> Flask:
     app = Flask(__name__)
     app.config.from_mapping(SECRET_KEY="change-me", SQLALCHEMY_DATABASE_URI="sqlite://")
-    app.config.from_prefixed_env()
+    from_prefixed_env(app.config)
     app.config.update(config or {})
     db.init_app(app)
     migrate.init_app(app, db, include_name=a2a_migrations.include_name())

@@ -1,0 +1,149 @@
+"""Old pins: the floors setup.cfg states, the refusal at ``init_app``, a host CLI that survives us.
+
+A legacy app's ``flask`` command loads our ``flask.commands`` entry point for every command it
+runs; these tests run the real ``flask`` in a subprocess beside a host app whose own command
+must work even when flask_a2a cannot import.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import subprocess
+import sys
+import typing as t
+from pathlib import Path
+
+import pytest
+from flask import Flask
+
+from flask_a2a import A2A, ConfigError, Principal, Skill, versions
+from tests.conftest import echo
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HOST_APP = """
+import click
+from flask import Flask
+
+app = Flask("legacy_host")
+
+@app.cli.command("hello")
+def hello():
+    click.echo("hello from the host")
+"""
+
+#: A marshmallow that fails the way marshmallow 2 failed the library's old import.
+BROKEN_MARSHMALLOW = (
+    "raise ImportError(\"cannot import name 'RAISE' from 'marshmallow' (shadowed by the test)\")\n"
+)
+
+
+def flask_command(tmp_path: Path, *args: str, broken: bool) -> subprocess.CompletedProcess[str]:
+    """``python -m flask ARGS`` beside the host app; ``broken`` shadows marshmallow."""
+    (tmp_path / "host.py").write_text(HOST_APP)
+    paths = [str(tmp_path)]
+    if broken:
+        shadow = tmp_path / "shadow" / "marshmallow"
+        shadow.mkdir(parents=True, exist_ok=True)
+        (shadow / "__init__.py").write_text(BROKEN_MARSHMALLOW)
+        paths.insert(0, str(shadow.parent))
+    env = {**os.environ, "FLASK_APP": "host.py", "PYTHONPATH": os.pathsep.join(paths)}
+    return subprocess.run(
+        [sys.executable, "-m", "flask", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_library_that_cannot_import_leaves_the_hosts_commands_alone(tmp_path: Path) -> None:
+    host = flask_command(tmp_path, "hello", broken=True)
+    assert host.returncode == 0, host.stderr
+    assert host.stdout.strip() == "hello from the host"
+    assert "Traceback" not in host.stderr
+    listing = flask_command(tmp_path, "--help", broken=True)
+    assert listing.returncode == 0, listing.stderr
+    assert "a2a" in listing.stdout and "Traceback" not in listing.stderr
+
+
+def test_flask_a2a_says_in_one_line_what_is_missing(tmp_path: Path) -> None:
+    done = flask_command(tmp_path, "a2a", "skills", broken=True)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "flask a2a cannot load flask_a2a: ImportError" in lines[0]
+    assert "cannot import name 'RAISE' from 'marshmallow'" in lines[0]
+
+
+def test_flask_a2a_runs_when_the_library_loads(tmp_path: Path) -> None:
+    done = flask_command(tmp_path, "a2a", "--help", broken=False)
+    assert done.returncode == 0, done.stderr
+    assert "--agent NAME" in done.stdout and "erase-user" in done.stdout
+
+
+def install_requires() -> dict[str, str]:
+    """setup.cfg's ``install_requires`` and extras as {distribution: floor}."""
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    lines = parser["options"]["install_requires"].split("\n")
+    for extra in parser["options.extras_require"].values():
+        lines += extra.split("\n")
+    floors = {}
+    for line in lines:
+        name, sep, floor = line.partition(">=")
+        if sep:
+            floors[name.split("[")[0].strip()] = floor.split(",")[0].strip()
+    return floors
+
+
+def test_the_table_is_setup_cfgs() -> None:
+    floors = install_requires()
+    for name, floor in {**versions.REQUIRED, **versions.OPTIONAL}.items():
+        assert floors[name] == floor, name
+    core = configparser.ConfigParser()
+    core.read(ROOT / "setup.cfg")
+    required = [
+        line.split(">=")[0] for line in core["options"]["install_requires"].split("\n") if line
+    ]
+    assert sorted(required) == sorted(versions.REQUIRED)
+
+
+def test_the_installed_libraries_meet_the_floors() -> None:
+    assert versions.too_old() == []
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [("2.0.3", (2, 0, 3)), ("1.4.54", (1, 4, 54)), ("3.0.0rc1", (3, 0, 0)), ("26.9", (26, 9))],
+)
+def test_release_reads_the_numbers(text: str, numbers: tuple[int, ...]) -> None:
+    assert versions.release(text) == numbers
+
+
+def test_an_old_library_fails_init_app_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    found = {"SQLAlchemy": "1.3.24", "redis": "3.5.3"}
+    real = versions.installed
+    monkeypatch.setattr(versions, "installed", lambda name: found.get(name) or real(name))
+    monkeypatch.setattr(versions, "_checked", False)
+    app = Flask("old_pins")
+    with pytest.raises(ConfigError) as refused:
+        A2A(app, skills=[skill()], principal=lambda: Principal(owner="alice"))
+    text = str(refused.value)
+    assert "flask_a2a needs SQLAlchemy>=1.4.18 (found 1.3.24)" in text
+    assert "flask_a2a needs redis>=4.0.2 (found 3.5.3)" in text
+    assert "TypeError" not in text
+    assert "a2a" not in app.blueprints  # nothing mounted
+
+
+def skill() -> Skill:
+    return Skill(id="echo", name="Echo", description="Echo.", handler=echo)
+
+
+def test_a_missing_optional_library_is_not_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    real: t.Callable[[str], str | None] = versions.installed
+    monkeypatch.setattr(versions, "installed", lambda name: None if name == "rq" else real(name))
+    assert versions.too_old() == []
