@@ -24,6 +24,7 @@ from .card.document import (
     CardPublisher,
     check_card_config,
 )
+from .cli_entry import a2a_cli as lazy_a2a_cli
 from .config import DEFAULTS, Settings
 from .entities.entity import Entity, EntityGate
 from .entities.registry import EntityRegistry
@@ -357,6 +358,9 @@ class A2A:
             state.csrf_exempted = _exempt_from_csrf(app)  # CSRFProtect registered before A2A
             app.before_request(_exempt_from_csrf_hook)  # ... or after: this runs before its check
             app.before_request(rest_unrouted)  # every agent's REST prefix
+            # `flask a2a` on the app itself too: Flask before 2.1 finds plugin commands only
+            # through pkg_resources, which setuptools 81 and newer no longer ship.
+            app.cli.add_command(lazy_a2a_cli, "a2a")
             if settings.console_path:  # the browser console (docs/console.md): the first agent's
                 from .console import register as register_console
 

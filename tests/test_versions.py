@@ -8,6 +8,7 @@ must work even when flask_a2a cannot import.
 from __future__ import annotations
 
 import configparser
+import importlib.util
 import os
 import subprocess
 import sys
@@ -59,6 +60,21 @@ def flask_command(tmp_path: Path, *args: str, broken: bool) -> subprocess.Comple
     )
 
 
+def _flask_loads_plugins() -> bool:
+    """Flask 2.1+ reads entry points with importlib.metadata; 2.0 only through pkg_resources."""
+    if versions.release(versions.installed("Flask") or "0") >= (2, 1):
+        return True
+    return importlib.util.find_spec("pkg_resources") is not None
+
+
+plugins = pytest.mark.skipif(
+    not _flask_loads_plugins(),
+    reason="this Flask (< 2.1) loads plugin commands only through pkg_resources, which this "
+    "setuptools no longer ships: there is no entry point of ours to break the host's CLI",
+)
+
+
+@plugins
 def test_a_library_that_cannot_import_leaves_the_hosts_commands_alone(tmp_path: Path) -> None:
     host = flask_command(tmp_path, "hello", broken=True)
     assert host.returncode == 0, host.stderr
@@ -69,6 +85,7 @@ def test_a_library_that_cannot_import_leaves_the_hosts_commands_alone(tmp_path: 
     assert "a2a" in listing.stdout and "Traceback" not in listing.stderr
 
 
+@plugins
 def test_flask_a2a_says_in_one_line_what_is_missing(tmp_path: Path) -> None:
     done = flask_command(tmp_path, "a2a", "skills", broken=True)
     assert done.returncode == 1
@@ -79,10 +96,43 @@ def test_flask_a2a_says_in_one_line_what_is_missing(tmp_path: Path) -> None:
     assert "cannot import name 'RAISE' from 'marshmallow'" in lines[0]
 
 
+@plugins
 def test_flask_a2a_runs_when_the_library_loads(tmp_path: Path) -> None:
     done = flask_command(tmp_path, "a2a", "--help", broken=False)
     assert done.returncode == 0, done.stderr
     assert "--agent NAME" in done.stdout and "erase-user" in done.stdout
+
+
+AGENT_APP = (
+    HOST_APP
+    + """
+from flask_a2a import A2A, Principal, Skill
+from tests.conftest import echo
+
+A2A(app, skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)],
+    principal=lambda: Principal(owner="alice"))
+"""
+)
+
+
+def test_an_app_with_the_extension_has_flask_a2a_on_any_flask(tmp_path: Path) -> None:
+    """init_app adds the group to app.cli: no entry point needed (Flask 2.0 without one)."""
+    (tmp_path / "agent_host.py").write_text(AGENT_APP)
+    env = {
+        **os.environ,
+        "FLASK_APP": "agent_host.py",
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "flask", "a2a", "skills"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].split()[0] == "echo"
 
 
 def install_requires() -> dict[str, str]:

@@ -8,6 +8,7 @@ which method was called.
 from __future__ import annotations
 
 import json
+import socket
 import typing as t
 
 import requests
@@ -179,15 +180,32 @@ def _events(
         response.close()
 
 
+def _read1(raw: t.Any) -> t.Callable[[], bytes] | None:
+    """What reads the bytes already there of a body that is not chunked, or None.
+
+    urllib3 2 has ``read1``. urllib3 1.26 (requests' floor) has none, and its ``read`` waits
+    for the whole body: an event stream served without chunking (Werkzeug's server before 2.1
+    sends ``Connection: close`` instead) would arrive only when the task ends. There the
+    http.client response under it reads what has arrived, when nothing needs decoding.
+    """
+    if hasattr(raw, "read1"):
+        return lambda: t.cast(bytes, raw.read1(65536, decode_content=True))
+    underlying: t.Any = getattr(raw, "_fp", None)
+    if hasattr(underlying, "read1") and not raw.headers.get("Content-Encoding"):
+        return lambda: t.cast(bytes, underlying.read1(65536))
+    return None
+
+
 def _chunks(response: requests.Response) -> t.Iterator[bytes]:
     """Bytes as they arrive (never waiting to fill a buffer: events must not be held back)."""
     raw = response.raw
     try:
-        if getattr(raw, "chunked", False) or not hasattr(raw, "read1"):
+        read1 = None if getattr(raw, "chunked", False) else _read1(raw)
+        if read1 is None:
             yield from response.iter_content(chunk_size=None)
             return
         while True:
-            chunk = raw.read1(65536, decode_content=True)
+            chunk = read1()
             if not chunk:
                 return
             yield chunk
@@ -197,6 +215,10 @@ def _chunks(response: requests.Response) -> t.Iterator[bytes]:
         if isinstance(cause, ReadTimeoutError):
             raise requests.ReadTimeout(cause, response=response) from exc
         raise
+    except socket.timeout as exc:  # the http.client read under urllib3 1.26 (_read1)
+        raise requests.ReadTimeout(exc, response=response) from exc
+    except OSError as exc:
+        raise requests.ConnectionError(exc, response=response) from exc
 
 
 def sse_data(chunks: t.Iterable[bytes]) -> t.Iterator[str]:

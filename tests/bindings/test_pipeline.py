@@ -20,6 +20,7 @@ from flask_a2a import Principal, Skill, TaskContext
 from flask_a2a.protocol import errors as errs
 from flask_a2a.protocol.errors import error_class_for_code, error_from_dict
 from flask_a2a.testing import A2ATestClient
+from tests import stack
 from tests.conftest import token_principal
 
 PATH = "/a2a"
@@ -140,6 +141,9 @@ class Tracked:
 
     def seek(self, offset: int, whence: int = 0) -> int:
         return self.data.seek(offset, whence)
+
+    def close(self) -> None:  # Werkzeug 2.0's test client closes the body it was given
+        self.data.close()
 
 
 # --------------------------------------------------------------------------- method, origin
@@ -275,6 +279,11 @@ def test_lowered_cap_is_enforced_by_content_length(make_app: t.Callable[..., Fla
     assert probe.handled == 1
 
 
+@pytest.mark.skipif(
+    stack.WERKZEUG < (2, 3),
+    reason="Werkzeug before 2.3 takes a short read of the body for the client leaving (a 400); "
+    "the WSGI servers in use (its own, gunicorn) read whole",
+)
 def test_a_body_arriving_in_pieces_is_read_whole(probe: Probe) -> None:
     body = padded_send(50_000)
     stream = Tracked(body, trickle=7)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typing as t
 
 import pytest
-from flask import Flask, request
+from flask import Flask, Response, jsonify, request
 from werkzeug.http import http_date
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -324,8 +324,8 @@ def agent_role_app(make_app: t.Callable[..., Flask], role: str | None) -> Flask:
         return "host index"
 
     @app.get("/api/invoices")
-    def invoices() -> list[str]:
-        return ["inv-1"]
+    def invoices() -> Response:
+        return jsonify(["inv-1"])  # a list is JSON on its own only from Flask 2.2
 
     return app
 

@@ -1,0 +1,14 @@
+"""The releases of the stack under test, for the few cases an old release cannot run.
+
+Each skip names the release and what it lacks; the rest of the suite runs on every release
+setup.cfg admits (.ci/matrix: floors, CTFd's pins, newest).
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from flask_a2a.versions import installed, release
+
+FLASK: t.Final = release(installed("Flask") or "0")
+WERKZEUG: t.Final = release(installed("Werkzeug") or "0")
