@@ -26,7 +26,7 @@ REQUIRED: t.Final[dict[str, str]] = {
 OPTIONAL: t.Final[dict[str, str]] = {
     "gevent": "21.1.2",
     "gunicorn": "20.1.0",
-    "redis": "4.0.2",
+    "redis": "4.1.2",
     "rq": "1.16",
     "cryptography": "3.4.8",
     "PyMySQL": "1.0.2",

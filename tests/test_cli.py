@@ -498,8 +498,9 @@ def test_the_store_line_shows_under_flask_run_and_gunicorns_default_logging() ->
 
     port = free_port()
     flask_run = subprocess.Popen(
-        [sys.executable, "-m", "flask", "--app", "examples/agent.py", "run", "--port", str(port)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+        [sys.executable, "-m", "flask", "run", "--port", str(port)],  # FLASK_APP: any Flask
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "FLASK_APP": "examples/agent.py"},
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -214,9 +214,9 @@ def test_the_factory_app_serves_its_agent(tmp_path: Path) -> None:
             db.engine.dispose()
 
     done = subprocess.run(  # the flask CLI finds create_app in the package
-        [sys.executable, "-m", "flask", "--app", "examples.factory_app", "a2a", "skills"],
+        [sys.executable, "-m", "flask", "a2a", "skills"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "FLASK_APP": "examples.factory_app"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert [line.split()[0] for line in done.stdout.splitlines()[1:]] == [

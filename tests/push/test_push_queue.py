@@ -22,7 +22,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from flask import Flask
@@ -70,14 +69,13 @@ class Worker:
     def __init__(self, settings: dict[str, t.Any], **env: str) -> None:
         self.output = tempfile.NamedTemporaryFile("w+", suffix=".log")  # noqa: SIM115
         environ = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+        environ["FLASK_APP"] = "tests.push_queue_app:create_app"  # --app is Flask 2.2+
         environ.update({key: json.dumps(value) for key, value in settings.items()})
         self.process = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "flask",
-                "--app",
-                "tests.push_queue_app:create_app",
                 "a2a",
                 "push-worker",
             ],
@@ -266,12 +264,11 @@ def test_push_status_shows_the_owner_what_happened(
         assert wait_for(
             lambda: queue_of(app).status(task["id"]).get("hook-1", {}).get("given_up") == 3, 20
         )
-    runner = CliRunner()
-    with app.app_context():
-        from flask_a2a.cli import push_status_command
+    from flask_a2a.cli import a2a_cli
 
-        shown = runner.invoke(push_status_command, [task["id"], "--owner", "alice"])
-        other = runner.invoke(push_status_command, [task["id"], "--owner", "mallory"])
+    runner = app.test_cli_runner()  # the app as Flask's CLI loads it (any Flask)
+    shown = runner.invoke(a2a_cli, ["push-status", task["id"], "--owner", "alice"])
+    other = runner.invoke(a2a_cli, ["push-status", task["id"], "--owner", "mallory"])
     assert shown.exit_code == 0, shown.output
     assert "owner alice" in shown.output and "COMPLETED" in shown.output
     row = next(line for line in shown.output.splitlines() if line.startswith("hook-1"))
