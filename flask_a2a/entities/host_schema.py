@@ -19,7 +19,11 @@ from marshmallow import Schema, ValidationError, fields
 
 #: marshmallow 2: ``load``/``dump`` return ``(data, errors)``; ``load_from``/``dump_to`` keys.
 MARSHMALLOW_2: t.Final = not hasattr(marshmallow, "EXCLUDE")
-_FIELD_PARAMETERS: t.Final = frozenset(inspect.signature(fields.Field.__init__).parameters)
+_FIELD_PARAMETERS: t.Final = frozenset(
+    name
+    for name, parameter in inspect.signature(fields.Field.__init__).parameters.items()
+    if parameter.kind is not parameter.VAR_KEYWORD  # 2 and early 3 take ``**metadata``
+)
 #: 3.13 renamed ``missing``/``default`` to ``load_default``/``dump_default`` (4 has only those).
 _LOAD_DEFAULT: t.Final = "load_default" in _FIELD_PARAMETERS
 #: Before 3.10 a field's metadata is its extra keyword arguments; after, ``metadata={...}``.
