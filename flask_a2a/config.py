@@ -3,10 +3,11 @@
 The protocol core takes a :class:`Settings`; the extension builds it from ``app.config`` once,
 in ``init_app``. docs/configuration.md documents each key.
 
-Every key is checked there, by a marshmallow schema derived from the :class:`Settings` field
-types: a value from the environment (a string, or what ``from_prefixed_env`` parsed as JSON) is
-coerced when it reads as the type, and anything else fails startup naming the key, the value
-and the type expected. A new setting is one entry in ``DEFAULTS`` plus its ``Settings`` field.
+Every key is checked there, by a plain reader chosen by the type of its :class:`Settings` field
+(not marshmallow: the host's, of whatever version, is left to its own schemas): a value from the
+environment (a string, or what ``from_prefixed_env`` parsed as JSON) is coerced when it reads as
+the type, and anything else fails startup naming the key, the value and the type expected. A new
+setting is one entry in ``DEFAULTS`` plus its ``Settings`` field.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ import dataclasses
 import difflib
 import functools
 import logging
+import math
 import typing as t
-
-from marshmallow import Schema, ValidationError, fields
 
 log = logging.getLogger("flask_a2a")
 
@@ -109,59 +109,70 @@ class ConfigError(ValueError):
     """An ``A2A_*`` setting that cannot be used; raised by ``init_app``, before any request."""
 
 
-class _Boolean(fields.Boolean):
+_WORDS: t.Final = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _boolean(value: t.Any) -> bool:
     """``True``/``False``, ``1``/``0``, or the words true/false, 1/0, yes/no (any case)."""
-
-    _WORDS: t.Final = {"true": True, "1": True, "yes": True, "false": False, "0": False,
-                       "no": False}  # fmt: skip
-
-    def _deserialize(self, value: t.Any, attr: str | None, data: t.Any, **kwargs: t.Any) -> bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        if isinstance(value, str) and value.strip().lower() in self._WORDS:
-            return self._WORDS[value.strip().lower()]
-        raise self.make_error("invalid", input=value)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _WORDS:
+        return _WORDS[value.strip().lower()]
+    raise ValueError(value)
 
 
-class _Integer(fields.Integer):
+def _integer(value: t.Any) -> int:
     """An int, or a string or float that is exactly one (``"16"``, ``16.0``; not ``16.5``)."""
-
-    def _validated(self, value: t.Any) -> int:
-        if isinstance(value, float) and not value.is_integer():
-            raise self.make_error("invalid", input=value)
-        return super()._validated(value)
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(value)
+    return int(value)
 
 
-class _Words(fields.Field):  # type: ignore[type-arg]
+def _number(value: t.Any) -> float:
+    """A finite float, or a string or int that reads as one."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(value)
+    return number
+
+
+def _string(value: t.Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if not isinstance(value, str):
+        raise ValueError(value)
+    return value
+
+
+def _or_none(read: t.Callable[[t.Any], t.Any]) -> t.Callable[[t.Any], t.Any]:
+    return lambda value: None if value is None else read(value)
+
+
+def _words(value: t.Any) -> tuple[str, ...]:
     """A list of strings, or one string of them separated by commas or spaces (the
-    environment's form)."""
-
-    def _deserialize(
-        self, value: t.Any, attr: str | None, data: t.Any, **kwargs: t.Any
-    ) -> tuple[str, ...]:
-        if isinstance(value, str):
-            return tuple(value.replace(",", " ").split())
-        if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
-            return tuple(value)
-        raise ValidationError("invalid")
-
-    def deserialize(self, value: t.Any, *args: t.Any, **kwargs: t.Any) -> tuple[str, ...]:
-        if value is None:  # unset in the config: no entries
-            return ()
-        return t.cast(tuple[str, ...], super().deserialize(value, *args, **kwargs))
+    environment's form); unset (None) is no entries."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(value.replace(",", " ").split())
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    raise ValueError(value)
 
 
 #: A ``Settings`` field type -> (how its key is read, what the error says it expects).
-_FIELDS: t.Final[dict[t.Any, tuple[t.Callable[[], fields.Field], str]]] = {  # type: ignore[type-arg]
-    bool: (_Boolean, "a boolean (true/false, 1/0, yes/no)"),
-    int: (_Integer, "an integer"),
-    float: (lambda: fields.Float(allow_nan=False), "a number"),
-    str: (fields.String, "a string"),
-    t.Optional[str]: (lambda: fields.String(allow_none=True), "a string or None"),
-    t.Optional[float]: (lambda: fields.Float(allow_nan=False, allow_none=True), "a number or None"),
-    tuple[str, ...]: (_Words, "a list of strings, or one comma- or space-separated string"),
+_READERS: t.Final[dict[t.Any, tuple[t.Callable[[t.Any], t.Any], str]]] = {
+    bool: (_boolean, "a boolean (true/false, 1/0, yes/no)"),
+    int: (_integer, "an integer"),
+    float: (_number, "a number"),
+    str: (_string, "a string"),
+    t.Optional[str]: (_or_none(_string), "a string or None"),
+    t.Optional[float]: (_or_none(_number), "a number or None"),
+    tuple[str, ...]: (_words, "a list of strings, or one comma- or space-separated string"),
 }
 
 
@@ -290,18 +301,15 @@ class Settings:
         raw = {key: config.get(key, default) for key, default in DEFAULTS.items()}
         if isinstance(raw["A2A_CHECK_MEDIA_TYPES"], bool):
             raw["A2A_CHECK_MEDIA_TYPES"] = "refuse" if raw["A2A_CHECK_MEDIA_TYPES"] else "off"
-        try:
-            loaded = _schema().load(raw)
-        except ValidationError as exc:
-            problems = t.cast(dict[str, t.Any], exc.messages)
+        loaded, problems = _read(raw)
+        if problems:
             raise ConfigError(
                 "\n".join(
                     f"{key}={_shown(key, raw[key])} ({type(raw[key]).__name__}): "
                     f"expected {_expected(key)}"
-                    for key in DEFAULTS
-                    if key in problems
+                    for key in problems
                 )
-            ) from None
+            )
         for key in _ZERO_IS_DEFAULT:
             loaded[key] = _zero_is_default(loaded[key], DEFAULTS[key])
         settings = cls(**{key[4:].lower(): value for key, value in loaded.items()})
@@ -414,19 +422,25 @@ def _hints() -> dict[str, t.Any]:
     return t.get_type_hints(Settings)
 
 
-def _field_of(key: str) -> tuple[t.Callable[[], fields.Field], str]:  # type: ignore[type-arg]
+def _reader_of(key: str) -> tuple[t.Callable[[t.Any], t.Any], str]:
     hint = _hints()[key[4:].lower()]
     try:
-        return _FIELDS[hint]
+        return _READERS[hint]
     except KeyError:
         raise TypeError(f"Settings.{key[4:].lower()}: no config reader for {hint}") from None
 
 
 def _expected(key: str) -> str:
-    return _field_of(key)[1]
+    return _reader_of(key)[1]
 
 
-def _schema() -> Schema:
-    """One field per ``DEFAULTS`` key, chosen by the type of its ``Settings`` field."""
-    schema = Schema.from_dict({key: _field_of(key)[0]() for key in DEFAULTS}, name="A2AConfig")
-    return schema()
+def _read(raw: dict[str, t.Any]) -> tuple[dict[str, t.Any], list[str]]:
+    """Each key read by the reader of its ``Settings`` field type; and the keys refused."""
+    loaded: dict[str, t.Any] = {}
+    problems: list[str] = []
+    for key, value in raw.items():
+        try:
+            loaded[key] = _reader_of(key)[0](value)
+        except (ValueError, TypeError, OverflowError):
+            problems.append(key)
+    return loaded, problems

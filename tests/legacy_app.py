@@ -25,6 +25,7 @@ from flask_wtf.csrf import CSRFProtect
 from marshmallow import Schema, fields
 
 from flask_a2a import A2A, Entity, Part, Skill, TaskContext, from_prefixed_env
+from flask_a2a.entities import host_schema
 from flask_a2a.store import migrations as a2a_migrations
 
 db = SQLAlchemy()
@@ -73,7 +74,7 @@ def list_invoices() -> t.Any:
         .offset((page - 1) * 10)
         .limit(10)
     )
-    return jsonify({"data": InvoiceSchema(many=True).dump(rows)})
+    return jsonify({"data": host_schema.dump(InvoiceSchema(), rows, many=True)})
 
 
 @api.get("/invoices/<int:invoice_id>")
@@ -81,7 +82,7 @@ def get_invoice(invoice_id: int) -> t.Any:
     row = db.session.get(Invoice, invoice_id)
     if row is None or row.owner_id != g.user.id:
         abort(404)
-    return jsonify(InvoiceSchema().dump(row))
+    return jsonify(host_schema.dump(InvoiceSchema(), row))
 
 
 def total_invoices(task: TaskContext) -> dict[str, t.Any]:

@@ -8,6 +8,8 @@ import sqlalchemy as sa
 from flask import Blueprint, abort, request
 from marshmallow import Schema, fields
 
+from flask_a2a.entities.host_schema import dump
+
 from .extensions import db, token_auth
 from .models import Invoice
 
@@ -15,6 +17,9 @@ api = Blueprint("api", __name__, url_prefix="/api")
 
 
 class InvoiceSchema(Schema):
+    """Dumped with ``host_schema.dump``: the same on marshmallow 2 (whose ``dump`` returns
+    ``(data, errors)``), 3 and 4."""
+
     id = fields.Integer(dump_only=True)
     total = fields.Decimal(required=True, as_string=True)
 
@@ -31,7 +36,7 @@ def list_invoices() -> t.Any:
         .offset((page - 1) * 10)
         .limit(10)
     )
-    return {"data": InvoiceSchema(many=True).dump(rows)}
+    return {"data": dump(InvoiceSchema(), rows, many=True)}
 
 
 @api.get("/invoices/<int:invoice_id>")
@@ -40,4 +45,4 @@ def get_invoice(invoice_id: int) -> t.Any:
     row = db.session.get(Invoice, invoice_id)
     if row is None or row.owner_id != token_auth.current_user().id:
         abort(404)
-    return InvoiceSchema().dump(row)
+    return dump(InvoiceSchema(), row)

@@ -16,10 +16,11 @@ import math
 import typing as t
 
 from flask import Blueprint, Response, jsonify, request
-from marshmallow import RAISE, Schema, ValidationError
+from marshmallow import Schema, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from . import host_schema
 from .toolschema import walk
 
 #: ``owner() -> str | Principal | None``, called inside the request (e.g. the principal hook).
@@ -64,7 +65,12 @@ def crud_blueprint(
     :param url_prefix: where the routes live, e.g. ``/api/invoices``.
     """
     facts = walk(schema)
-    by_key = {(f.data_key or n): (f.attribute or n, f) for n, f in schema.fields.items()}
+    #: A filter's key (as sent) and a sort key (as seen) -> (model attribute, field).
+    by_key = {
+        key: (field.attribute or name, field)
+        for name, field in schema.fields.items()
+        for key in (host_schema.load_key(name, field), host_schema.dump_key(name, field))
+    }
     owner_attr = getattr(model, owner_column)
     id_attr = getattr(model, id_column)
     id_type: type = getattr(id_attr.type, "python_type", str)
@@ -82,7 +88,7 @@ def crud_blueprint(
         if not isinstance(body, dict):
             raise _Refused(_error(400, "send a JSON object"))
         try:
-            data = t.cast(dict[str, t.Any], schema.load(body, partial=partial, unknown=RAISE))
+            data = host_schema.load(schema, body, partial=partial)
         except ValidationError as exc:
             raise _Refused(_error(400, "invalid data", exc.messages)) from None
         data.pop(owner_column, None)
@@ -135,7 +141,7 @@ def crud_blueprint(
             stmt.order_by(*order, id_attr).offset((page - 1) * limit).limit(limit)
         ).all()
         return {
-            "data": schema.dump(rows, many=True),
+            "data": host_schema.dump(schema, rows, many=True),
             "page": page,
             "perPage": limit,
             "total": total,
@@ -164,13 +170,13 @@ def crud_blueprint(
             setattr(row, owner_column, who)
             db.add(row)
             db.commit()
-            return schema.dump(row), 201
+            return host_schema.dump(schema, row), 201
 
         return handle(work)
 
     @bp.get("/<record_id>")
     def get_view(record_id: str) -> Response:
-        return handle(lambda db, who: (schema.dump(find(db, who, record_id)), 200))
+        return handle(lambda db, who: (host_schema.dump(schema, find(db, who, record_id)), 200))
 
     @bp.route("/<record_id>", methods=["PATCH", "PUT"])
     def update_view(record_id: str) -> Response:
@@ -180,7 +186,7 @@ def crud_blueprint(
             for attr, value in data.items():
                 setattr(row, attr, value)
             db.commit()
-            return schema.dump(row), 200
+            return host_schema.dump(schema, row), 200
 
         return handle(work)
 

@@ -1,4 +1,5 @@
-"""An entity: one resource of the host app, its marshmallow schema and the app's routes for it.
+"""An entity: one resource of the host app, its marshmallow schema (the host's own marshmallow,
+2, 3 or 4: :mod:`.host_schema`) and the app's routes for it.
 
 :class:`Entity` checks its declaration once, when it is made (names, operations, routes,
 arguments); :mod:`.tools` turns it into one tool per operation, :mod:`.registry` serves them.

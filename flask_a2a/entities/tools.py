@@ -9,8 +9,9 @@ import logging
 import typing as t
 from urllib.parse import quote
 
-from marshmallow import RAISE, ValidationError
+from marshmallow import ValidationError
 
+from . import host_schema
 from .entity import Entity
 from .operations import Argument, Bound, apply, bind
 from .toolschema import SchemaFacts, walk
@@ -128,7 +129,7 @@ class Tool:
             query = self._list_query(rest, errors)
         elif self.operation in ("create", "update"):
             try:
-                schema.load(rest, partial=self._partial(), unknown=RAISE)
+                host_schema.load(schema, rest, partial=self._partial())
             except ValidationError as exc:
                 errors.update(_messages(exc))
             body = dict(rest)
@@ -149,8 +150,8 @@ class Tool:
         schema = self.entity.record_schema
         return tuple(
             name
-            for name, field in schema.load_fields.items()
-            if field.required and (field.data_key or name) not in self.keys
+            for name, field in host_schema.load_fields(schema).items()
+            if field.required and host_schema.load_key(name, field) not in self.keys
         )
 
     def _list_query(
@@ -177,7 +178,7 @@ class Tool:
         if errors:
             return query
         try:
-            self.entity.record_schema.load(filters, partial=True, unknown=RAISE)
+            host_schema.load(self.entity.record_schema, filters, partial=True)
         except ValidationError as exc:
             errors.update(_messages(exc))
         for key, value in filters.items():

@@ -1,9 +1,10 @@
-"""A marshmallow schema as JSON Schema, in one walk: the input schemas of the entity tools.
+"""A host's marshmallow schema as JSON Schema, in one walk: the input schemas of the entity tools.
 
 :func:`walk` reads a record schema once and returns what every tool of its entity needs (the
 load fields and their JSON Schemas, which are required, which filter a list, which sort it, the
 id's schema). The generated CRUD blueprint reads the same facts, so the filters and sort keys a
-tool advertises are the ones the blueprint accepts.
+tool advertises are the ones the blueprint accepts. Fields are read through :mod:`.host_schema`,
+so a schema of marshmallow 2, 3 or 4 gives the same JSON Schema.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ import typing as t
 
 from marshmallow import Schema, fields, validate
 
+from . import host_schema
+
 _SCALAR_TYPES: t.Final = frozenset({"string", "number", "integer", "boolean"})
+#: Field classes an older marshmallow lacks (None there).
+_TUPLE: t.Final[t.Any] = host_schema.field_class("Tuple")
+_ENUM: t.Final[t.Any] = host_schema.field_class("Enum")
+_IP: t.Final[t.Any] = host_schema.field_class("IP")
 
 
 def _validator_keywords(field: fields.Field[t.Any], out: dict[str, t.Any]) -> None:
@@ -22,17 +29,18 @@ def _validator_keywords(field: fields.Field[t.Any], out: dict[str, t.Any]) -> No
             out["enum"] = list(rule.choices)
         elif isinstance(rule, validate.Length):
             kind = "Items" if out.get("type") == "array" else "Length"
-            if rule.equal is not None:
+            if getattr(rule, "equal", None) is not None:
                 out[f"min{kind}"] = out[f"max{kind}"] = rule.equal
             if rule.min is not None:
                 out[f"min{kind}"] = rule.min
             if rule.max is not None:
                 out[f"max{kind}"] = rule.max
         elif isinstance(rule, validate.Range):
+            min_inclusive, max_inclusive = host_schema.inclusive(rule)
             if rule.min is not None:
-                out["minimum" if rule.min_inclusive else "exclusiveMinimum"] = rule.min
+                out["minimum" if min_inclusive else "exclusiveMinimum"] = rule.min
             if rule.max is not None:
-                out["maximum" if rule.max_inclusive else "exclusiveMaximum"] = rule.max
+                out["maximum" if max_inclusive else "exclusiveMaximum"] = rule.max
         elif isinstance(rule, validate.Regexp):
             out["pattern"] = rule.regex.pattern
 
@@ -47,11 +55,11 @@ def _base_schema(field: fields.Field[t.Any]) -> dict[str, t.Any]:
             inner["required"] = required
         return {"type": "array", "items": inner} if field.many else inner
     if isinstance(field, fields.List):
-        return {"type": "array", "items": field_schema(field.inner)}
-    if isinstance(field, fields.Tuple):
+        return {"type": "array", "items": field_schema(host_schema.list_item(field))}
+    if _TUPLE is not None and isinstance(field, _TUPLE):
         return {"type": "array", "prefixItems": [field_schema(f) for f in field.tuple_fields]}
-    if isinstance(field, fields.Mapping):
-        value = field.value_field
+    if isinstance(field, host_schema.MAPPING):
+        value = host_schema.mapping_values(field)
         if value is None:
             return {"type": "object"}
         return {"type": "object", "additionalProperties": field_schema(value)}
@@ -63,14 +71,14 @@ def _base_schema(field: fields.Field[t.Any]) -> dict[str, t.Any]:
         return {"type": "string", "format": "decimal"} if field.as_string else {"type": "number"}
     if isinstance(field, (fields.Number, fields.TimeDelta)):
         return {"type": "number"}
-    if isinstance(field, fields.Enum):
+    if _ENUM is not None and isinstance(field, _ENUM):
         if field.by_value:
             return {"enum": [member.value for member in field.enum]}
         return {"type": "string", "enum": [member.name for member in field.enum]}
     formats: tuple[tuple[type[fields.Field[t.Any]], str], ...] = (
-        (fields.DateTime, "date-time"),
-        (fields.Date, "date"),
+        (fields.Date, "date"),  # a DateTime in marshmallow 3.0
         (fields.Time, "time"),
+        (fields.DateTime, "date-time"),
         (fields.Email, "email"),
         (fields.URL, "uri"),
         (fields.UUID, "uuid"),
@@ -78,7 +86,7 @@ def _base_schema(field: fields.Field[t.Any]) -> dict[str, t.Any]:
     for kind, fmt in formats:
         if isinstance(field, kind):
             return {"type": "string", "format": fmt}
-    if isinstance(field, (fields.String, fields.IP)):
+    if isinstance(field, fields.String) or (_IP is not None and isinstance(field, _IP)):
         return {"type": "string"}
     return {}
 
@@ -89,8 +97,8 @@ def field_schema(field: fields.Field[t.Any]) -> dict[str, t.Any]:
     _validator_keywords(field, out)
     if field.allow_none and isinstance(out.get("type"), str):
         out["type"] = [out["type"], "null"]
-    description = field.metadata.get("description")
-    if isinstance(description, str):
+    description = host_schema.description(field)
+    if description is not None:
         out["description"] = description
     return out
 
@@ -99,8 +107,8 @@ def _properties(schema: Schema) -> tuple[dict[str, t.Any], list[str]]:
     """A schema's load fields as JSON Schema properties, and the required keys."""
     props: dict[str, t.Any] = {}
     required: list[str] = []
-    for name, field in schema.load_fields.items():
-        key = field.data_key or name
+    for name, field in host_schema.load_fields(schema).items():
+        key = host_schema.load_key(name, field)
         props[key] = field_schema(field)
         if field.required:
             required.append(key)
@@ -127,8 +135,8 @@ def walk(schema: Schema) -> SchemaFacts:
     properties, required = _properties(schema)
     sorts: list[str] = []
     id_schema: dict[str, t.Any] = {"type": ["string", "integer"]}
-    for name, field in schema.dump_fields.items():
-        key = field.data_key or name
+    for name, field in host_schema.dump_fields(schema).items():
+        key = host_schema.dump_key(name, field)
         js = properties.get(key) or field_schema(field)
         if key == "id":
             id_schema = {k: v for k, v in js.items() if k != "type"}

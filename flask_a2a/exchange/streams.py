@@ -56,8 +56,8 @@ def off_stack(fn: t.Callable[[], T], undo: t.Callable[[T], None]) -> T:
 
     A greenlet's Python frames live in its own data stack, and every page a deep call touches
     there stays in the process's memory for as long as the greenlet lives: for a stream's
-    greenlet, as long as the stream is open. Opening a stream goes deepest (params through
-    marshmallow, store reads), so it runs here, and the stream's greenlet keeps one page.
+    greenlet, as long as the stream is open. Opening a stream goes deepest (the params readers,
+    store reads), so it runs here, and the stream's greenlet keeps one page.
 
     The helper is a plain greenlet the caller switches to and that returns to it (no trip
     through the hub, and no gevent spawn record, which would keep the caller's frames).

@@ -1,7 +1,7 @@
 """SendMessage params on the hot path: a direct reader for the common, plainly valid shape.
 
-marshmallow (``schemas.SendMessageRequestSchema``) is the validator; it also costs about a third of
-an echo SendMessage's CPU. This reader accepts only a strict subset of what the schema accepts
+``schemas.SendMessageRequestSchema`` is the validator, a general reader field by field. This one
+is the echo path's shortcut: it accepts only a strict subset of what the schema accepts
 (camelCase keys, no nulls, no raw bytes, no push config, the usual types) and builds exactly the
 same result. Anything outside that subset — including every invalid request — goes to the schema,
 so refusals and their field messages have one source. ``tests/protocol/test_wire.py`` checks
@@ -35,7 +35,7 @@ _PARAM_KEYS: t.Final = frozenset({"message", "configuration", "metadata", "tenan
 
 
 class _Slow(Exception):
-    """Not the plain shape: let marshmallow read it."""
+    """Not the plain shape: let the schema read it."""
 
 
 def _str(value: t.Any) -> str:

@@ -1,21 +1,19 @@
-"""The marshmallow schemas that read a caller's params (ProtoJSON readers).
+"""The readers of a caller's params (ProtoJSON readers), declared field by field.
 
 Reading follows ProtoJSON readers: camelCase and the proto's snake_case names are both accepted,
 unknown fields are ignored, JSON ``null`` means unset, enums are accepted by name or number, and
 an unknown enum name is an error. Failures become -32602 with one message per field
-(:func:`load_params`). What is written back is :mod:`.wire`'s.
+(:func:`load_params`). Plain Python (:mod:`.readers`), not marshmallow: the host's marshmallow,
+of any major, is left to its entity schemas. What is written back is :mod:`.wire`'s.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import re
 import typing as t
 from datetime import datetime
-
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validate
 
 from .errors import InvalidParamsError
 from .limits import MAX_KEY, MAX_TASK_ID, unstorable
@@ -29,151 +27,161 @@ from .model import (
     Role,
     TaskState,
 )
+from .readers import (
+    MISSING_TEXT,
+    Check,
+    Field,
+    Invalid,
+    Read,
+    Reader,
+    camel,
+    in_range,
+    list_of,
+    min_length,
+    raw,
+    string,
+    struct,
+)
 from .wire import parse_timestamp
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(word.title() for word in rest)
-
-
-class ProtoEnum(fields.Field):  # type: ignore[type-arg]
+def proto_enum(enum: type[TaskState] | type[Role], numbers: dict[int, t.Any]) -> Read:
     """An enum read by proto name or number; an unknown name is an error."""
+    names = ", ".join(member.value for member in enum)
 
-    def __init__(self, enum: type[TaskState] | type[Role], numbers: dict[int, t.Any], **kw: t.Any):
-        super().__init__(**kw)
-        self.enum = enum
-        self.numbers = numbers
-
-    def _deserialize(self, value: t.Any, attr: str | None, data: t.Any, **kw: t.Any) -> t.Any:
-        if isinstance(value, int) and not isinstance(value, bool) and value in self.numbers:
-            return self.numbers[value]
+    def read_enum(value: t.Any) -> t.Any:
+        if isinstance(value, int) and not isinstance(value, bool) and value in numbers:
+            return numbers[value]
         if isinstance(value, str):
             try:
-                return self.enum(value)
+                return enum(value)
             except ValueError:
                 pass
-        names = ", ".join(member.value for member in self.enum)
-        raise ValidationError(f"unknown value {repr(value)[:40]}; expected one of {names}")
+        raise Invalid(f"unknown value {repr(value)[:40]}; expected one of {names}")
+
+    return read_enum
 
 
-class Timestamp(fields.Field):  # type: ignore[type-arg]
-    def _deserialize(self, value: t.Any, attr: str | None, data: t.Any, **kw: t.Any) -> datetime:
-        if not isinstance(value, str):
-            raise ValidationError("must be an RFC 3339 timestamp string")
-        try:
-            return parse_timestamp(value)
-        except ValueError as exc:
-            raise ValidationError(
-                "must be an RFC 3339 timestamp within years 0001-9999 in UTC, "
-                "e.g. 2026-01-02T03:04:05Z"
-            ) from exc
+def timestamp(value: t.Any) -> datetime:
+    if not isinstance(value, str):
+        raise Invalid("must be an RFC 3339 timestamp string")
+    try:
+        return parse_timestamp(value)
+    except ValueError:
+        raise Invalid(
+            "must be an RFC 3339 timestamp within years 0001-9999 in UTC, e.g. 2026-01-02T03:04:05Z"
+        ) from None
 
 
 _INT_TEXT = re.compile(r"^-?\d+$")
+_NOT_AN_INT: t.Final = "Not a valid integer."
 
 
-class ProtoInt(fields.Integer):
+def proto_int(value: t.Any) -> int:
     """An int32 as ProtoJSON reads it: a number or a numeric string, never a bool or 1.5."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise Invalid(_NOT_AN_INT)
+    if (isinstance(value, float) and not value.is_integer()) or (
+        isinstance(value, str) and not _INT_TEXT.match(value)
+    ):
+        raise Invalid(_NOT_AN_INT)
+    try:
+        number = int(value)
+    except ValueError:  # a numeric string past Python's digit limit
+        raise Invalid(_NOT_AN_INT) from None
+    if not -(2**31) <= number < 2**31:
+        raise Invalid("must fit in a 32-bit integer")
+    return number
 
-    def _validated(self, value: t.Any) -> int:
-        if (isinstance(value, float) and not value.is_integer()) or (
-            isinstance(value, str) and not _INT_TEXT.match(value)
-        ):
-            raise self.make_error("invalid", input=value)
-        number = super()._validated(value)
-        if not -(2**31) <= number < 2**31:
-            raise ValidationError("must fit in a 32-bit integer")
-        return number
 
-
-class ProtoBool(fields.Boolean):
+def proto_bool(value: t.Any) -> bool:
     """A bool as ProtoJSON reads it: ``true`` or ``false``, not ``"yes"`` or ``1``."""
-
-    def _deserialize(self, value: t.Any, attr: str | None, data: t.Any, **kw: t.Any) -> bool:
-        if not isinstance(value, bool):
-            raise self.make_error("invalid", input=value)
-        return value
+    if not isinstance(value, bool):
+        raise Invalid("Not a valid boolean.")
+    return value
 
 
-class Base64Bytes(fields.Field):  # type: ignore[type-arg]
+def base64_bytes(value: t.Any) -> bytes:
     """``bytes`` as base64: standard or URL-safe, padding optional."""
-
-    def _deserialize(self, value: t.Any, attr: str | None, data: t.Any, **kw: t.Any) -> bytes:
-        if not isinstance(value, str):
-            raise ValidationError("must be a base64 string")
-        text = value.replace("-", "+").replace("_", "/")
-        text += "=" * (-len(text) % 4)
-        try:
-            return base64.b64decode(text, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise ValidationError("is not valid base64") from exc
+    if not isinstance(value, str):
+        raise Invalid("must be a base64 string")
+    text = value.replace("-", "+").replace("_", "/")
+    text += "=" * (-len(text) % 4)
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise Invalid("is not valid base64") from None
 
 
-class Storable(validate.Validator):
+def storable(limit: int) -> Check:
     """A string every store can hold in a field of ``limit`` characters (``limits.py``)."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-
-    def __call__(self, value: str) -> str:
-        reason = unstorable(value, self.limit)
+    def check(value: str) -> None:
+        reason = unstorable(value, limit)
         if reason is not None:
-            raise ValidationError(reason)
-        return value
+            raise Invalid(reason)
+
+    return check
+
+
+def matches(pattern: re.Pattern[str], text: str) -> Check:
+    def check(value: str) -> None:
+        if pattern.match(value) is None:
+            raise Invalid(text)
+
+    return check
 
 
 #: A task id a caller names; a context id or push-config id.
-_TASK_ID: t.Final = Storable(MAX_TASK_ID)
-_KEY: t.Final = Storable(MAX_KEY)
-_REQUIRED_TASK_ID: t.Final = [validate.Length(min=1), _TASK_ID]
+_TASK_ID: t.Final = storable(MAX_TASK_ID)
+_KEY: t.Final = storable(MAX_KEY)
+_NOT_EMPTY: t.Final = min_length(1)
+_REQUIRED_TASK_ID: t.Final = (_NOT_EMPTY, _TASK_ID)
+
+#: What ``http.client`` can send as a header value: Latin-1, no control characters (CR, LF,
+#: NUL...), no whitespace at either end (``requests`` refuses a leading one).
+_HEADER_VALUE = re.compile(
+    r"^(?:[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?\Z"
+)
+#: An HTTP auth scheme is a token (RFC 9110 §11.1, §5.6.2).
+_AUTH_SCHEME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+
+#: Push tokens and credentials are sent as header values at every delivery: refuse at
+#: registration what could never be sent, instead of failing each delivery.
+header_value = matches(
+    _HEADER_VALUE,
+    "must be sendable as an HTTP header value: Latin-1 characters, no control "
+    "characters (CR, LF, NUL...), no whitespace at either end",
+)
+auth_scheme = matches(
+    _AUTH_SCHEME, "must be an HTTP auth scheme such as Bearer (letters, digits, -._~+!...)"
+)
+_TENANT: t.Final = Field("tenant", string)
+_METADATA: t.Final = Field("metadata", struct)
 
 
-class Struct(fields.Dict):
-    """A ``google.protobuf.Struct``: any JSON object."""
-
-
-class ProtoSchema(Schema):
-    """Accepts camelCase and snake_case names, ignores unknown keys, treats null as unset."""
-
-    #: Fields whose JSON ``null`` is a value, not "unset".
-    keep_null: t.ClassVar[frozenset[str]] = frozenset()
-
-    class Meta:
-        unknown = EXCLUDE
-
-    @pre_load
-    def _normalize(self, data: t.Any, **kw: t.Any) -> t.Any:
-        if not isinstance(data, dict):
-            raise ValidationError("must be an object")
-        out: dict[str, t.Any] = {}
-        for key, value in data.items():
-            if value is None and key not in self.keep_null:
-                continue
-            camel = _camel(key) if "_" in key else key
-            if camel in out and camel != key:
-                continue  # the camelCase spelling wins
-            out[camel] = value
-        return out
-
-
-class PartSchema(ProtoSchema):
+class PartSchema(Reader):
     keep_null = frozenset({"data"})
-    text = fields.String()
-    raw = Base64Bytes()
-    url = fields.String()
-    data = fields.Raw(allow_none=True)
-    metadata = Struct()
-    filename = fields.String()
-    media_type = fields.String(data_key="mediaType")
+    fields = (
+        Field("text", string),
+        Field("raw", base64_bytes),
+        Field("url", string),
+        Field("data", raw),
+        _METADATA,
+        Field("filename", string),
+        Field("media_type", string),
+    )
 
-    @post_load
-    def _build(self, data: dict[str, t.Any], **kw: t.Any) -> Part:
+    def build(self, data: dict[str, t.Any]) -> Part:
         content = [k for k in ("text", "raw", "url", "data") if k in data]
         if len(content) != 1:
-            raise ValidationError(
-                "a part must hold exactly one of text, raw, url or data"
-                + (f"; got {', '.join(content)}" if content else "")
+            raise Invalid(
+                {
+                    "_schema": [
+                        "a part must hold exactly one of text, raw, url or data"
+                        + (f"; got {', '.join(content)}" if content else "")
+                    ]
+                }
             )
         return Part(
             text=data.get("text"),
@@ -186,20 +194,21 @@ class PartSchema(ProtoSchema):
         )
 
 
-class MessageSchema(ProtoSchema):
-    message_id = fields.String(data_key="messageId", required=True, validate=validate.Length(min=1))
-    context_id = fields.String(data_key="contextId", validate=_KEY)
-    task_id = fields.String(data_key="taskId", validate=_TASK_ID)
-    role = ProtoEnum(Role, ROLE_NUMBERS, required=True)
-    parts = fields.List(fields.Nested(PartSchema), required=True, validate=validate.Length(min=1))
-    metadata = Struct()
-    extensions = fields.List(fields.String())
-    reference_task_ids = fields.List(fields.String(), data_key="referenceTaskIds")
+class MessageSchema(Reader):
+    fields = (
+        Field("message_id", string, required=True, checks=(_NOT_EMPTY,)),
+        Field("context_id", string, checks=(_KEY,)),
+        Field("task_id", string, checks=(_TASK_ID,)),
+        Field("role", proto_enum(Role, ROLE_NUMBERS), required=True),
+        Field("parts", list_of(PartSchema()), required=True, checks=(_NOT_EMPTY,)),
+        _METADATA,
+        Field("extensions", list_of(string)),
+        Field("reference_task_ids", list_of(string)),
+    )
 
-    @post_load
-    def _build(self, data: dict[str, t.Any], **kw: t.Any) -> Message:
+    def build(self, data: dict[str, t.Any]) -> Message:
         if data["role"] is Role.UNSPECIFIED:
-            raise ValidationError({"role": ["Missing data for required field."]})
+            raise Invalid({"role": [MISSING_TEXT]})
         return Message(
             message_id=data["message_id"],
             role=data["role"],
@@ -212,118 +221,108 @@ class MessageSchema(ProtoSchema):
         )
 
 
-#: What ``http.client`` can send as a header value: Latin-1, no control characters (CR, LF,
-#: NUL...), no whitespace at either end (``requests`` refuses a leading one).
-_HEADER_VALUE = re.compile(
-    r"^(?:[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?\Z"
-)
-#: An HTTP auth scheme is a token (RFC 9110 §11.1, §5.6.2).
-_AUTH_SCHEME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+class AuthenticationInfoSchema(Reader):
+    fields = (
+        Field("scheme", string, required=True, checks=(auth_scheme,)),
+        Field("credentials", string, checks=(header_value,)),
+    )
 
-#: Push tokens and credentials are sent as header values at every delivery: refuse at
-#: registration what could never be sent, instead of failing each delivery.
-header_value = validate.Regexp(
-    _HEADER_VALUE,
-    error="must be sendable as an HTTP header value: Latin-1 characters, no control "
-    "characters (CR, LF, NUL...), no whitespace at either end",
-)
-auth_scheme = validate.Regexp(
-    _AUTH_SCHEME, error="must be an HTTP auth scheme such as Bearer (letters, digits, -._~+!...)"
-)
-
-
-class AuthenticationInfoSchema(ProtoSchema):
-    scheme = fields.String(required=True, validate=auth_scheme)
-    credentials = fields.String(validate=header_value)
-
-    @post_load
-    def _build(self, data: dict[str, t.Any], **kw: t.Any) -> AuthenticationInfo:
+    def build(self, data: dict[str, t.Any]) -> AuthenticationInfo:
         return AuthenticationInfo(data["scheme"], data.get("credentials") or None)
 
 
-class PushConfigSchema(ProtoSchema):
+class PushConfigSchema(Reader):
     """A flat TaskPushNotificationConfig; loads to a dict (the task id may still be unknown)."""
 
-    tenant = fields.String()
-    id = fields.String(validate=_KEY)
-    task_id = fields.String(data_key="taskId", validate=_TASK_ID)
-    url = fields.String(required=True, validate=validate.Length(min=1))
-    token = fields.String(validate=header_value)
-    authentication = fields.Nested(AuthenticationInfoSchema)
-
-
-class SendMessageConfigurationSchema(ProtoSchema):
-    accepted_output_modes = fields.List(fields.String(), data_key="acceptedOutputModes")
-    task_push_notification_config = fields.Nested(
-        PushConfigSchema, data_key="taskPushNotificationConfig"
+    fields = (
+        _TENANT,
+        Field("id", string, checks=(_KEY,)),
+        Field("task_id", string, checks=(_TASK_ID,)),
+        Field("url", string, required=True, checks=(_NOT_EMPTY,)),
+        Field("token", string, checks=(header_value,)),
+        Field("authentication", AuthenticationInfoSchema()),
     )
-    history_length = ProtoInt(data_key="historyLength", validate=validate.Range(min=0))
-    return_immediately = ProtoBool(data_key="returnImmediately")
 
 
-class SendMessageRequestSchema(ProtoSchema):
-    tenant = fields.String()
-    message = fields.Nested(MessageSchema, required=True)
-    configuration = fields.Nested(SendMessageConfigurationSchema)
-    metadata = Struct()
+class SendMessageConfigurationSchema(Reader):
+    fields = (
+        Field("accepted_output_modes", list_of(string)),
+        Field("task_push_notification_config", PushConfigSchema()),
+        Field("history_length", proto_int, checks=(in_range(0),)),
+        Field("return_immediately", proto_bool),
+    )
 
 
-class GetTaskRequestSchema(ProtoSchema):
-    tenant = fields.String()
-    id = fields.String(required=True, validate=_REQUIRED_TASK_ID)
-    history_length = ProtoInt(data_key="historyLength", validate=validate.Range(min=0))
+class SendMessageRequestSchema(Reader):
+    fields = (
+        _TENANT,
+        Field("message", MessageSchema(), required=True),
+        Field("configuration", SendMessageConfigurationSchema()),
+        _METADATA,
+    )
 
 
-class ListTasksRequestSchema(ProtoSchema):
-    tenant = fields.String()
-    context_id = fields.String(data_key="contextId", validate=_KEY)
-    status = ProtoEnum(TaskState, TASK_STATE_NUMBERS)
-    page_size = ProtoInt(data_key="pageSize", validate=validate.Range(min=1, max=100))
-    page_token = fields.String(data_key="pageToken")
-    history_length = ProtoInt(data_key="historyLength", validate=validate.Range(min=0))
-    status_timestamp_after = Timestamp(data_key="statusTimestampAfter")
-    include_artifacts = ProtoBool(data_key="includeArtifacts")
+class GetTaskRequestSchema(Reader):
+    fields = (
+        _TENANT,
+        Field("id", string, required=True, checks=_REQUIRED_TASK_ID),
+        Field("history_length", proto_int, checks=(in_range(0),)),
+    )
 
 
-class CancelTaskRequestSchema(ProtoSchema):
-    tenant = fields.String()
-    id = fields.String(required=True, validate=_REQUIRED_TASK_ID)
-    metadata = Struct()
+class ListTasksRequestSchema(Reader):
+    fields = (
+        _TENANT,
+        Field("context_id", string, checks=(_KEY,)),
+        Field("status", proto_enum(TaskState, TASK_STATE_NUMBERS)),
+        Field("page_size", proto_int, checks=(in_range(1, 100),)),
+        Field("page_token", string),
+        Field("history_length", proto_int, checks=(in_range(0),)),
+        Field("status_timestamp_after", timestamp),
+        Field("include_artifacts", proto_bool),
+    )
 
 
-class SubscribeToTaskRequestSchema(ProtoSchema):
-    tenant = fields.String()
-    id = fields.String(required=True, validate=_REQUIRED_TASK_ID)
+class CancelTaskRequestSchema(Reader):
+    fields = (_TENANT, Field("id", string, required=True, checks=_REQUIRED_TASK_ID), _METADATA)
 
 
-class PushConfigRefSchema(ProtoSchema):
+class SubscribeToTaskRequestSchema(Reader):
+    fields = (_TENANT, Field("id", string, required=True, checks=_REQUIRED_TASK_ID))
+
+
+class PushConfigRefSchema(Reader):
     """Get/DeleteTaskPushNotificationConfigRequest."""
 
-    tenant = fields.String()
-    task_id = fields.String(data_key="taskId", required=True, validate=_REQUIRED_TASK_ID)
-    id = fields.String(required=True, validate=[validate.Length(min=1), _KEY])
+    fields = (
+        _TENANT,
+        Field("task_id", string, required=True, checks=_REQUIRED_TASK_ID),
+        Field("id", string, required=True, checks=(_NOT_EMPTY, _KEY)),
+    )
 
 
-class ListPushConfigsRequestSchema(ProtoSchema):
-    tenant = fields.String()
-    task_id = fields.String(data_key="taskId", required=True, validate=_REQUIRED_TASK_ID)
-    page_size = ProtoInt(data_key="pageSize", validate=validate.Range(min=0, max=100))
-    page_token = fields.String(data_key="pageToken")
+class ListPushConfigsRequestSchema(Reader):
+    fields = (
+        _TENANT,
+        Field("task_id", string, required=True, checks=_REQUIRED_TASK_ID),
+        Field("page_size", proto_int, checks=(in_range(0, 100),)),
+        Field("page_token", string),
+    )
 
 
-class GetExtendedAgentCardRequestSchema(ProtoSchema):
-    tenant = fields.String()
+class GetExtendedAgentCardRequestSchema(Reader):
+    fields = (_TENANT,)
 
 
 def _violations(messages: t.Any, prefix: str = "") -> list[tuple[str, str]]:
-    """Flatten marshmallow's nested error dict into (field path, description) pairs."""
+    """Flatten a nested error tree into (field path, description) pairs."""
     if isinstance(messages, dict):
         out: list[tuple[str, str]] = []
         for key, value in messages.items():
             if isinstance(key, int):  # a list item: AIP-193 paths say parts[0].text
                 path = f"{prefix}[{key}]"
             else:
-                name = _camel(str(key)) if key != "_schema" else ""
+                name = camel(str(key)) if key != "_schema" else ""
                 path = ".".join(p for p in (prefix, name) if p)
             out.extend(_violations(value, path))
         return out
@@ -334,28 +333,24 @@ def _violations(messages: t.Any, prefix: str = "") -> list[tuple[str, str]]:
     return [(prefix or "params", str(messages))]
 
 
-_S = t.TypeVar("_S", bound=Schema)
+_S = t.TypeVar("_S", bound=Reader)
 
 
-@functools.cache
 def schema(cls: type[_S]) -> _S:
-    """One shared instance per schema class: building one deep-copies every field, per call.
-
-    Loading keeps no state on the instance, so threads and greenlets may share it.
-    """
+    """An instance of reader ``cls``: it holds no state, so building one costs nothing."""
     return cls()
 
 
-def read(cls: type[Schema], params: t.Any) -> t.Any:
-    """``params`` read by the shared instance of schema ``cls`` (:func:`load_params`)."""
+def read(cls: type[Reader], params: t.Any) -> t.Any:
+    """``params`` read by reader ``cls`` (:func:`load_params`)."""
     return load_params(schema(cls), params)
 
 
-def load_params(schema: Schema, params: t.Any) -> t.Any:
+def load_params(schema: Reader, params: t.Any) -> t.Any:
     """Validate ``params`` with ``schema``; failures become -32602 with field messages."""
     try:
         return schema.load(params)
-    except ValidationError as exc:
+    except Invalid as exc:
         violations = _violations(exc.messages)
         detail = "; ".join(f"{field}: {text}" for field, text in violations)
         raise InvalidParamsError(

@@ -3,7 +3,7 @@
 Writing is written by hand because it is the hot path: camelCase only, no keys outside the proto,
 empty lists and unset fields left out, timestamps as RFC 3339 UTC with milliseconds and ``Z``.
 Reading what we wrote (stored tasks and configs) trusts its shape. A caller's params are read by
-the marshmallow schemas of :mod:`.schemas`.
+the readers of :mod:`.schemas`.
 """
 
 from __future__ import annotations

@@ -579,7 +579,7 @@ def test_hot_path_reader_refuses_exactly_as_the_schema(params: dict[str, t.Any])
 
 
 @pytest.mark.parametrize("params", SEND_PARAMS)
-def test_plain_params_never_reach_marshmallow(
+def test_plain_params_never_reach_the_schema_reader(
     params: dict[str, t.Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flask_a2a.protocol import params as message_params
