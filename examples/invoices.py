@@ -26,7 +26,7 @@ import uuid
 import sqlalchemy as sa
 from flask import Flask, request
 from marshmallow import Schema, fields
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import declarative_base, sessionmaker
 
 from flask_a2a import A2A, AgentCard, Entity, Principal
 from flask_a2a.entities.crud import crud_blueprint
@@ -37,18 +37,15 @@ DEMO_TOKENS: dict[str, Principal] = {
 }
 
 
-class Base(DeclarativeBase):
-    pass
+Base: t.Any = declarative_base()  # the declarative spelling SQLAlchemy 1.4 and 2.x share
 
 
 class Invoice(Base):
     __tablename__ = "invoices"
-    id: Mapped[str] = mapped_column(
-        sa.String(36), primary_key=True, default=lambda: str(uuid.uuid4())
-    )
-    owner_id: Mapped[str] = mapped_column(sa.String(64), index=True)
-    due_at: Mapped[datetime.date] = mapped_column(sa.Date)
-    total: Mapped[decimal.Decimal] = mapped_column(sa.Numeric(10, 2))
+    id = sa.Column(sa.String(36), primary_key=True, default=lambda: str(uuid.uuid4()))
+    owner_id = sa.Column(sa.String(64), nullable=False, index=True)
+    due_at = sa.Column(sa.Date, nullable=False)
+    total = sa.Column(sa.Numeric(10, 2), nullable=False)
 
 
 class InvoiceSchema(Schema):

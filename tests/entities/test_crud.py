@@ -9,24 +9,22 @@ import sqlalchemy as sa
 from flask import Flask, request
 from flask.testing import FlaskClient
 from marshmallow import Schema, fields, validate
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import declarative_base, sessionmaker
 
 from flask_a2a import Principal
 from flask_a2a.entities.crud import crud_blueprint
 
-
-class Base(DeclarativeBase):
-    pass
+Base: t.Any = declarative_base()  # the declarative spelling SQLAlchemy 1.4 and 2.x share
 
 
 class Note(Base):
     """Integer ids, and an owner column the schema does not expose."""
 
     __tablename__ = "notes"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[str] = mapped_column(sa.String(64))
-    title: Mapped[str] = mapped_column(sa.String(200))
-    done: Mapped[bool] = mapped_column(default=False)
+    id = sa.Column(sa.Integer, primary_key=True)
+    user_id = sa.Column(sa.String(64), nullable=False)
+    title = sa.Column(sa.String(200), nullable=False)
+    done = sa.Column(sa.Boolean, nullable=False, default=False)
 
 
 class NoteSchema(Schema):
