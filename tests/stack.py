@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import typing as t
 
+from flask.testing import FlaskClient
+
 from flask_a2a.versions import installed, release
 
 FLASK: t.Final = release(installed("Flask") or "0")
 WERKZEUG: t.Final = release(installed("Werkzeug") or "0")
+
+
+def set_cookie(client: FlaskClient, key: str, value: str) -> None:
+    """A cookie in the test client's jar: Werkzeug 2.3 dropped the leading server name."""
+    if WERKZEUG >= (2, 3):
+        client.set_cookie(key, value)
+    else:
+        client.set_cookie("localhost", key, value)  # type: ignore[arg-type,call-arg]

@@ -17,6 +17,7 @@ from flask_a2a.entities import host_schema
 from flask_a2a.entities.crud import crud_blueprint
 from flask_a2a.entities.host_schema import field_options
 from flask_a2a.testing import A2ATestClient
+from tests import stack
 from tests.conftest import TOKENS
 
 DESCRIPTION = (
@@ -390,7 +391,7 @@ def test_alice_never_sees_bobs_rows_through_any_operation(invoices: InvoiceApp) 
 
 def test_only_the_credential_headers_are_copied(invoices: InvoiceApp) -> None:
     invoices.app.config["API_KEY_REQUIRED"] = True
-    invoices.client.client.set_cookie("session", "s-bob")  # the test client owns Cookie
+    stack.set_cookie(invoices.client.client, "session", "s-bob")  # the test client owns Cookie
     headers = {"X-API-Key": "key-bob", "X-Other": "leak"}
     task = invoices.call(
         "create", {"due_at": "2026-02-02", "total": "4.00"}, token=None, headers=headers

@@ -17,6 +17,7 @@ from marshmallow import Schema, fields
 from flask_a2a import A2A, Entity
 from flask_a2a.entities import Argument, Operation
 from flask_a2a.testing import A2ATestClient
+from tests import stack
 from tests.conftest import token_principal
 
 USERS = {n: {"id": n, "username": f"user{n}"} for n in range(1, 6)}
@@ -313,7 +314,7 @@ def test_credentials_the_api_does_not_accept_get_its_refusal(
     app = make_app(entities=[users_entity()], principal=cookie_or_token)
     api = TokenAPI(app)
     client = A2ATestClient(app)
-    client.client.set_cookie("session", "alice")
+    stack.set_cookie(client.client, "session", "alice")
     task = client.send(data={"skill": "entity.users", "operation": "get", "arguments": {"id": 1}})[
         "task"
     ]
