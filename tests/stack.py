@@ -21,4 +21,4 @@ def set_cookie(client: FlaskClient, key: str, value: str) -> None:
     if WERKZEUG >= (2, 3):
         client.set_cookie(key, value)
     else:
-        client.set_cookie("localhost", key, value)  # type: ignore[arg-type,call-arg]
+        client.set_cookie("localhost", key, value)  # type: ignore[call-arg]
