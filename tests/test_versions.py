@@ -198,3 +198,19 @@ def test_a_missing_optional_library_is_not_a_refusal(monkeypatch: pytest.MonkeyP
     real: t.Callable[[str], str | None] = versions.installed
     monkeypatch.setattr(versions, "installed", lambda name: None if name == "rq" else real(name))
     assert versions.too_old() == []
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/existing-app.md"])
+def test_the_compatibility_tables_say_setup_cfgs_floors(page: str) -> None:
+    text = (ROOT / page).read_text()
+    head = "| library | oldest (Python 3.9) |"
+    assert head in text
+    rows = text.split(head, 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    oldest = {row.split("|")[1].strip(): row.split("|")[2].strip() for row in rows}
+    floors = install_requires()
+    assert oldest.pop("Python") == "3.9"
+    assert oldest == {name: floors[name] for name in oldest}
+    assert set(versions.REQUIRED) <= set(oldest)
+    classifiers = configparser.ConfigParser()
+    classifiers.read(ROOT / "setup.cfg")
+    assert classifiers["options"]["python_requires"] == ">=3.9"
