@@ -122,6 +122,11 @@ def shutdown_all(timeout: float | None = None) -> None:
             exchange.shutdown(timeout)
 
 
+def live_exchanges() -> list[Exchange]:
+    """The exchanges of this process that have not shut down (``shutdown_all``'s list)."""
+    return [exchange for exchange in _LIVE if not exchange.closing]
+
+
 def register_exit(exchange: Exchange) -> None:
     if not _LIVE:
         atexit.register(shutdown_all)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from flask_a2a import wiring
 from flask_a2a.config import DEFAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,8 +40,13 @@ def test_python_samples_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None
         pytest.skip("the README's sample needs the host's auth: test_readme_sample_* runs it")
     monkeypatch.chdir(ROOT)
     namespace: dict[str, t.Any] = {"__name__": f"docs_{page.stem}"}
-    for sample in samples:
-        exec(compile(sample, str(page), "exec"), namespace)  # noqa: S102
+    before = set(wiring.live_exchanges())
+    try:
+        for sample in samples:
+            exec(compile(sample, str(page), "exec"), namespace)  # noqa: S102
+    finally:  # a sample's agents end with it (their engines' connections closed, not collected)
+        for exchange in set(wiring.live_exchanges()) - before:
+            exchange.shutdown(5)
 
 
 def curl_samples() -> list[tuple[str, str]]:
