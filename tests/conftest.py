@@ -324,3 +324,7 @@ def new_pg_database(pg_engine: t.Any) -> t.Iterator[t.Callable[[], str]]:
     with admin.connect() as conn:
         for name in names:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# Engines tests touched close their idle connections after each test (tests/engine_hygiene.py).
+pytest_plugins = ["tests.engine_hygiene"]
