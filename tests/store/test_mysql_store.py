@@ -13,10 +13,12 @@ import time
 import typing as t
 import uuid
 from datetime import datetime, timedelta, timezone
+from inspect import signature
 
 import pytest
 import sqlalchemy as sa
 from flask import Flask
+from sqlalchemy.engine.default import DefaultDialect
 
 from flask_a2a.protocol.model import Message, Task, TaskState, TaskStatus, Tier
 from flask_a2a.store import ListQuery, TaskRecord
@@ -367,7 +369,10 @@ def test_a_one_statement_call_on_its_own_engine_is_one_round_trip() -> None:
         before = questions()
         for _ in range(20):
             assert store.get_task("t1") is not None
-        assert questions() - before == 20 + 1  # 20 SELECTs and the SHOW itself
+        # 20 SELECTs and the SHOW itself (and, before SQLAlchemy 2.0.43, the ROLLBACK that
+        # closing the first SHOW's connection sends: no skip_autocommit_rollback there)
+        closing = 0 if "skip_autocommit_rollback" in signature(DefaultDialect).parameters else 1
+        assert questions() - before == 20 + 1 + closing
         with engine.connect() as conn:  # left open, as a crash between statements would
             conn.exec_driver_sql("START TRANSACTION")
             conn.exec_driver_sql(f"DELETE FROM {store.tasks.name}")
