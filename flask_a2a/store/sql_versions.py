@@ -18,7 +18,7 @@ from ..config import ConfigError
 FOUND: t.Final = sa.__version__
 VERSION: t.Final = tuple(int(part) for part in re.findall(r"\d+", FOUND)[:3])
 #: The oldest SQLAlchemy the SQL store runs on (setup.cfg's floor).
-OLDEST: t.Final = (1, 4, 18)
+OLDEST: t.Final = (1, 4, 24)
 #: SQLAlchemy 2.0 and later: psycopg 3 has a dialect, ``with_variant`` takes several names.
 IS_2: t.Final = VERSION >= (2, 0)
 
@@ -46,7 +46,7 @@ def require(url: str | None = None) -> None:
 #: SQLite's ``UPDATE``/``DELETE ... RETURNING`` compiles (SQLAlchemy 2.0 and later).
 SQLITE_RETURNING: t.Final = IS_2
 
-T = t.TypeVar("T", bound=sa.types.TypeEngine[t.Any])
+T = t.TypeVar("T", bound="sa.types.TypeEngine[t.Any]")
 
 
 def variant(base: T, special: sa.types.TypeEngine[t.Any], *dialects: str) -> T:

@@ -61,7 +61,7 @@ def test_a_sqlalchemy_older_than_the_floor_fails_init_app(
     with pytest.raises(ConfigError) as refused:
         mount(f"sqlite:///{tmp_path / 'tasks.db'}")
     message = str(refused.value)
-    assert message.startswith("the SQL store needs SQLAlchemy 1.4.18 or newer (found 1.3.24)")
+    assert message.startswith("the SQL store needs SQLAlchemy 1.4.24 or newer (found 1.3.24)")
     assert "memory store" in message
 
 
@@ -75,7 +75,7 @@ def test_flask_sqlalchemy_on_an_older_sqlalchemy_fails_init_app(
     app = Flask("versions_fsa")
     app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{tmp_path / 'app.db'}"
     SQLAlchemy(app)
-    with pytest.raises(ConfigError, match=r"needs SQLAlchemy 1.4.18 or newer \(found 1.3.24\)"):
+    with pytest.raises(ConfigError, match=r"needs SQLAlchemy 1.4.24 or newer \(found 1.3.24\)"):
         A2A(app, skills=SKILLS, principal=token_principal)
 
 
