@@ -26,7 +26,7 @@ import uuid
 import sqlalchemy as sa
 from flask import Flask, request
 from marshmallow import Schema, fields
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import registry, sessionmaker
 
 from flask_a2a import A2A, AgentCard, Entity, Principal
 from flask_a2a.entities.crud import crud_blueprint
@@ -37,18 +37,32 @@ DEMO_TOKENS: dict[str, Principal] = {
 }
 
 
-class Base(DeclarativeBase):
-    pass
+#: The app's models (a registry maps plain classes the same way on SQLAlchemy 1.4 and 2.x).
+models = registry()
+invoices = sa.Table(
+    "invoices",
+    models.metadata,
+    sa.Column("id", sa.String(36), primary_key=True, default=lambda: str(uuid.uuid4())),
+    sa.Column("owner_id", sa.String(64), nullable=False, index=True),
+    sa.Column("due_at", sa.Date, nullable=False),
+    sa.Column("total", sa.Numeric(10, 2), nullable=False),
+)
 
 
-class Invoice(Base):
-    __tablename__ = "invoices"
-    id: Mapped[str] = mapped_column(
-        sa.String(36), primary_key=True, default=lambda: str(uuid.uuid4())
-    )
-    owner_id: Mapped[str] = mapped_column(sa.String(64), index=True)
-    due_at: Mapped[datetime.date] = mapped_column(sa.Date)
-    total: Mapped[decimal.Decimal] = mapped_column(sa.Numeric(10, 2))
+class Invoice:
+    """One row of ``invoices``: ``Invoice(owner_id=..., due_at=..., total=...)``."""
+
+    id: str
+    owner_id: str
+    due_at: datetime.date
+    total: decimal.Decimal
+
+    def __init__(self, **columns: t.Any) -> None:
+        for name, value in columns.items():
+            setattr(self, name, value)
+
+
+models.map_imperatively(Invoice, invoices)
 
 
 class InvoiceSchema(Schema):
@@ -88,7 +102,7 @@ def create_app(config: t.Mapping[str, t.Any] | None = None) -> Flask:
         folder = tempfile.mkdtemp(prefix="flask_a2a_invoices_")
         url = f"sqlite:///{os.path.join(folder, 'invoices.db')}"
     engine = sa.create_engine(url)
-    Base.metadata.create_all(engine)
+    models.metadata.create_all(engine)
     sessions = sessionmaker(engine)
     _seed(sessions)
     app.register_blueprint(

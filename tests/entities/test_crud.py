@@ -9,24 +9,24 @@ import sqlalchemy as sa
 from flask import Flask, request
 from flask.testing import FlaskClient
 from marshmallow import Schema, fields, validate
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import registry, sessionmaker
 
 from flask_a2a import Principal
 from flask_a2a.entities.crud import crud_blueprint
 
+#: Mapped as a host on SQLAlchemy 1.4 or 2.x may (a registry takes plain classes on both).
+models = registry()
 
-class Base(DeclarativeBase):
-    pass
 
-
-class Note(Base):
+@models.mapped
+class Note:
     """Integer ids, and an owner column the schema does not expose."""
 
     __tablename__ = "notes"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[str] = mapped_column(sa.String(64))
-    title: Mapped[str] = mapped_column(sa.String(200))
-    done: Mapped[bool] = mapped_column(default=False)
+    id = sa.Column(sa.Integer, primary_key=True)
+    user_id = sa.Column(sa.String(64), nullable=False)
+    title = sa.Column(sa.String(200), nullable=False)
+    done = sa.Column(sa.Boolean, nullable=False, default=False)
 
 
 class NoteSchema(Schema):
@@ -45,7 +45,7 @@ def owner() -> Principal | None:
 @pytest.fixture
 def notes(tmp_path: t.Any) -> t.Iterator[tuple[FlaskClient, sessionmaker[sa.orm.Session]]]:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'notes.db'}")
-    Base.metadata.create_all(engine)
+    models.metadata.create_all(engine)
     sessions = sessionmaker(engine)
     app = Flask("crud_test")
     app.config["TESTING"] = True

@@ -11,7 +11,8 @@ from flask import Flask, g, request
 from marshmallow import Schema, fields
 from sqlalchemy.orm import sessionmaker
 
-from examples.invoices import Base, Invoice, InvoiceSchema
+from examples.invoices import Invoice, InvoiceSchema, models
+from examples.invoices import invoices as invoice_table
 from flask_a2a import A2A, Entity, Principal
 from flask_a2a.entities.crud import crud_blueprint
 from flask_a2a.testing import A2ATestClient
@@ -83,9 +84,9 @@ class InvoiceApp:
 
     def rows(self, owner: str | None = None) -> list[Invoice]:
         with self.sessions() as db:
-            stmt = sa.select(Invoice).order_by(Invoice.id)
+            stmt = sa.select(Invoice).order_by(invoice_table.c.id)
             if owner is not None:
-                stmt = stmt.where(Invoice.owner_id == owner)
+                stmt = stmt.where(invoice_table.c.owner_id == owner)
             return list(db.scalars(stmt))
 
 
@@ -98,7 +99,7 @@ def make_invoice_app(
     def build(entities: t.Sequence[Entity] | None = None, **options: t.Any) -> InvoiceApp:
         engine = sa.create_engine(f"sqlite:///{tmp_path / f'app{len(engines)}.db'}")
         engines.append(engine)
-        Base.metadata.create_all(engine)
+        models.metadata.create_all(engine)
         sessions = sessionmaker(engine)
         options.setdefault("principal", caller)
         if entities is None:
