@@ -130,8 +130,9 @@ def test_a_hung_database_bounds_the_boot_and_every_request(
 #: ``SQLALCHEMY_ENGINE_OPTIONS``), with this module's bounds.
 HOST_OPTIONS: t.Final = {
     "postgres": {"connect_args": {"connect_timeout": int(CONNECT)}, "pool_timeout": 5},
-    "mysql": {"connect_args": {"connect_timeout": CONNECT, "read_timeout": READ,
-                               "write_timeout": READ}, "pool_timeout": 5},
+    # whole seconds, as the docs give them (mysqlclient takes no float)
+    "mysql": {"connect_args": {"connect_timeout": int(CONNECT), "read_timeout": int(READ),
+                               "write_timeout": int(READ)}, "pool_timeout": 5},
 }  # fmt: skip
 
 
