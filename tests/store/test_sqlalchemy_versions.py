@@ -74,6 +74,7 @@ def test_flask_sqlalchemy_on_an_older_sqlalchemy_fails_init_app(
     as_version(monkeypatch, "1.3.24")
     app = Flask("versions_fsa")
     app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{tmp_path / 'app.db'}"
+    app.config["SQLALCHEMY_TRACK_MODIFICATIONS"] = False
     SQLAlchemy(app)
     with pytest.raises(ConfigError, match=r"needs SQLAlchemy 1.4.24 or newer \(found 1.3.24\)"):
         A2A(app, skills=SKILLS, principal=token_principal)
@@ -100,3 +101,21 @@ def test_a_url_store_answers_calls_on_the_installed_sqlalchemy(tmp_path: Path) -
     assert client.rpc("GetTask", {"id": sent["id"]}).result["id"] == sent["id"]
     assert [task["id"] for task in client.rpc("ListTasks", {}).result["tasks"]] == [sent["id"]]
     assert a2a.shutdown(timeout=5, app=app)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("drivername", ["postgresql", "postgresql+psycopg2"])
+def test_psycopg2_urls_carry_the_store_bounds(drivername: str, pg_engine: t.Any) -> None:
+    """SQLAlchemy 1.4's PostgreSQL driver (and ``postgresql://`` before 2.1): each connection
+    of the store's engine carries its statement timeout and autocommits."""
+    from flask_a2a.store.sql import engine_from_url
+    from tests.conftest import pg_url
+
+    url = sa.engine.make_url(pg_url()).set(drivername=drivername)
+    engine = engine_from_url(url.render_as_string(hide_password=False), statement_timeout=2.5)
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW statement_timeout").scalar() == "2500ms"
+            assert conn.connection.dbapi_connection.autocommit  # type: ignore[union-attr]
+    finally:
+        engine.dispose()
