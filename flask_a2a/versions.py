@@ -19,7 +19,7 @@ REQUIRED: t.Final[dict[str, str]] = {
     "Werkzeug": "2.0.3",
     "marshmallow": "2.20.2",
     "requests": "2.25.1",
-    "SQLAlchemy": "1.4.18",
+    "SQLAlchemy": "1.4.24",
 }
 
 #: The optional ones, checked only when installed (each behind an extra).

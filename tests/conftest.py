@@ -190,7 +190,9 @@ def pg_engine() -> t.Iterator[t.Any]:
 
     url = pg_url()
     try:
-        engine = sa.create_engine(url, connect_args={"connect_timeout": 3}, pool_size=10)
+        engine = sa.create_engine(
+            url, connect_args={"connect_timeout": 3}, pool_size=10, future=True
+        )
         with engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
     except Exception as exc:
@@ -230,7 +232,9 @@ def mysql_engine() -> t.Iterator[t.Any]:
 
     url = mysql_url()
     try:
-        engine = sa.create_engine(url, connect_args={"connect_timeout": 3}, pool_size=10)
+        engine = sa.create_engine(
+            url, connect_args={"connect_timeout": 3}, pool_size=10, future=True
+        )
         with engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
     except Exception as exc:
@@ -315,13 +319,13 @@ def new_pg_database(pg_engine: t.Any) -> t.Iterator[t.Callable[[], str]]:
 
     def create() -> str:
         name = f"a2a_test_{uuid.uuid4().hex[:12]}"
-        with admin.connect() as conn:
+        with admin.begin() as conn:
             conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
         names.append(name)
-        return sa.make_url(pg_url()).set(database=name).render_as_string(hide_password=False)
+        return sa.engine.make_url(pg_url()).set(database=name).render_as_string(hide_password=False)
 
     yield create
-    with admin.connect() as conn:
+    with admin.begin() as conn:
         for name in names:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

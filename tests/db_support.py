@@ -39,7 +39,7 @@ class FaultyDatabase:
         """``real_url`` with its host and port replaced by this listener's."""
         import sqlalchemy as sa
 
-        url = sa.make_url(real_url).set(host=HOST, port=self.port)
+        url = sa.engine.make_url(real_url).set(host=HOST, port=self.port)
         return url.render_as_string(hide_password=False)
 
     def _accept(self) -> None:

@@ -163,6 +163,12 @@ def test_the_table_is_setup_cfgs() -> None:
     assert sorted(required) == sorted(versions.REQUIRED)
 
 
+def test_the_sql_stores_floor_is_the_tables() -> None:
+    from flask_a2a.store import sql_versions
+
+    assert sql_versions.OLDEST == versions.release(versions.REQUIRED["SQLAlchemy"])
+
+
 def test_the_installed_libraries_meet_the_floors() -> None:
     assert versions.too_old() == []
 
@@ -184,7 +190,7 @@ def test_an_old_library_fails_init_app_naming_it(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(ConfigError) as refused:
         A2A(app, skills=[skill()], principal=lambda: Principal(owner="alice"))
     text = str(refused.value)
-    assert "flask_a2a needs SQLAlchemy>=1.4.18 (found 1.3.24)" in text
+    assert "flask_a2a needs SQLAlchemy>=1.4.24 (found 1.3.24)" in text
     assert "flask_a2a needs redis>=4.1.2 (found 3.5.3)" in text
     assert "TypeError" not in text
     assert "a2a" not in app.blueprints  # nothing mounted

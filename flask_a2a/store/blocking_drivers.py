@@ -23,7 +23,8 @@ log = logging.getLogger("flask_a2a")
 
 PSYCOPG2_FIX: t.Final = (
     "call psycogreen.gevent.patch_psycopg() in gunicorn's post_fork hook (pip install "
-    "psycogreen), or use psycopg 3: a postgresql+psycopg:// URL (pip install 'psycopg[binary]')"
+    "psycogreen), or use psycopg 3: a postgresql+psycopg:// URL (pip install 'psycopg[binary]'; "
+    "SQLAlchemy 2.0 or newer)"
 )
 MYSQLDB_FIX: t.Final = (
     "use PyMySQL, which gevent makes cooperative: a mysql+pymysql:// URL (pip install PyMySQL)"

@@ -278,6 +278,10 @@ def store_for(
             return _url_store(settings, engines)
     else:
         app_ref = weakref.ref(app)
+        if "sqlalchemy" in app.extensions or "flask_sqlalchemy" in sys.modules:
+            from .sql_versions import require
+
+            require()  # Flask-SQLAlchemy's engine may be chosen: an unfit SQLAlchemy fails now
 
         def choose() -> Store:
             found = app_ref()
@@ -327,8 +331,9 @@ def _check_drivers(app: Flask | None, store: Store) -> None:
     sqlalchemy_ext = app.extensions.get("sqlalchemy") if app is not None else None
     if app is not None and sqlalchemy_ext is not None:
         try:
-            with app.app_context():
-                host = sqlalchemy_ext.engine
+            from .sql_versions import flask_sqlalchemy_engine
+
+            host = flask_sqlalchemy_engine(app, sqlalchemy_ext)
         except Exception:  # no engine configured: nothing of the host's to look at
             host = None
     if own is not None and own is host:
@@ -348,6 +353,9 @@ def chosen_store(store: Store) -> Store:
 
 
 def _url_store(settings: Settings, engines: list[t.Any]) -> Store:
+    from .sql_versions import require
+
+    require(settings.database_url)  # before the store's modules load on an unfit SQLAlchemy
     from . import SQLStore  # the lazy import names the extra when a driver is missing
     from .sql import engine_from_url
 
@@ -374,10 +382,12 @@ def _app_store(app: Flask, settings: Settings) -> Store:
     sqlalchemy_ext = app.extensions.get("sqlalchemy")
     if sqlalchemy_ext is None:
         return MemoryStore()
+    from .sql_versions import flask_sqlalchemy_engine, require
+
+    require()  # before the store's modules load on an unfit SQLAlchemy
     from . import SQLStore
 
-    with app.app_context():  # Flask-SQLAlchemy 3 finds the app's engine through current_app
-        engine = sqlalchemy_ext.engine
+    engine = flask_sqlalchemy_engine(app, sqlalchemy_ext)
     return SQLStore(
         engine,
         statement_timeout=settings.statement_timeout,

@@ -54,6 +54,7 @@ from .sql_schema import MissingTablesError as MissingTablesError
 from .sql_schema import Schema
 from .sql_sqlite import SQLiteDialect
 from .sql_statements import Statements
+from .sql_versions import require
 
 log = logging.getLogger("flask_a2a")
 
@@ -123,6 +124,7 @@ class SQLStore:
         asynchronous_commit: bool = True,
         create_tables: bool = True,
     ) -> None:
+        require()  # a SQLAlchemy older than the floor: one clear line, not a TypeError later
         self.engine = engine
         #: PostgreSQL: commit without waiting for the WAL flush (``synchronous_commit = off``).
         self.asynchronous_commit = asynchronous_commit

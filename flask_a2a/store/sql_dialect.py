@@ -13,6 +13,7 @@ it offers.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import typing as t
 from datetime import datetime, timedelta, timezone
@@ -20,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..protocol.limits import MAX_KEY, MAX_TASK_ID
+from ..protocol.limits import MAX_KEY, MAX_TASK_ID, refusal
 from ..protocol.model import TERMINAL_STATES, Tier
 from .base import StaleTaskError, TaskRecord
 
@@ -83,6 +84,15 @@ def exact(column: t.Any, name: str, null: bool) -> list[t.Any]:
     return [blank(column) == sa.bindparam(name), same]
 
 
+def refuse_nul(row: dict[str, t.Any]) -> None:
+    """Refuse (-32602) a caller's string holding a NUL (PostgreSQL cannot hold one, MySQL
+    would), naming its field."""
+    for column, field, _ in ROW_FIELDS:
+        value = row.get(column)
+        if value is not None and "\x00" in value:
+            raise refusal(field, "must not contain NUL characters")
+
+
 def chunks(ids: list[str]) -> t.Iterator[list[str]]:
     """``ids`` in slices of :data:`CHUNK`."""
     for start in range(0, len(ids), CHUNK):
@@ -121,6 +131,8 @@ class SQLDialect:
     counts: t.ClassVar[bool] = False
     #: A trim is a round trip: retention runs it just after a settle's answer.
     deferred_trims: t.ClassVar[bool] = True
+    #: ``UPDATE``/``DELETE ... RETURNING`` compiles (not on MySQL, nor SQLite on SQLAlchemy 1.4).
+    returning: t.ClassVar[bool] = True
 
     def __init__(
         self,
@@ -240,14 +252,20 @@ class SQLDialect:
 
     def update_statement(self, tasks: sa.Table, changes: dict[str, t.Any]) -> t.Any:
         """The optimistic UPDATE (``:task_id``, ``:expected``), returning the row's
-        creation-time fields."""
+        creation-time fields; without RETURNING the caller's are in the WHERE instead (they
+        never change), so a matched row has exactly those."""
         c = tasks.c
-        return (
-            tasks.update()
-            .where(c.id == sa.bindparam("task_id"), c.version == sa.bindparam("expected"))
-            .values(**changes)
-            .returning(c.owner, c.tenant, c.scopes, c.created_at)
+        update = tasks.update().where(
+            c.id == sa.bindparam("task_id"), c.version == sa.bindparam("expected")
         )
+        if self.returning:
+            return update.values(**changes).returning(c.owner, c.tenant, c.scopes, c.created_at)
+        return update.where(
+            c.owner == sa.bindparam("was_owner"),
+            c.tenant.is_not_distinct_from(sa.bindparam("was_tenant")),
+            c.scopes.is_not_distinct_from(sa.bindparam("was_scopes")),
+            c.created_at == sa.bindparam("was_created_at"),
+        ).values(**changes)
 
     def update(
         self,
@@ -258,6 +276,8 @@ class SQLDialect:
         values: dict[str, t.Any],
     ) -> TaskRecord:
         """One optimistic UPDATE; :class:`StaleTaskError` when the row moved (or is gone)."""
+        if not self.returning:
+            return self._update_owned(host, statement, record, expected_version, values)
         rows, _ = host.statements.execute("update", statement, values)
         if not rows:  # say what it holds now
             raise StaleTaskError(host.get_task(record.task.id))
@@ -272,6 +292,35 @@ class SQLDialect:
             version=expected_version + 1,
             skill=record.skill,
         )
+
+    def _update_owned(
+        self,
+        host: StoreHost,
+        statement: t.Any,
+        record: TaskRecord,
+        expected_version: int,
+        values: dict[str, t.Any],
+    ) -> TaskRecord:
+        """Without RETURNING: if the caller's creation-time fields are not the row's, the row
+        is read and the update made with the row's (ownership never moves)."""
+        owned = {
+            **values, "was_owner": record.owner, "was_tenant": record.tenant,
+            "was_scopes": scope_text(record.scopes), "was_created_at": micros(record.created_at),
+        }  # fmt: skip
+        _, matched = host.statements.execute("update_owned", statement, owned)
+        if matched == 1:
+            return dataclasses.replace(record, version=expected_version + 1)
+        current = host.get_task(record.task.id)
+        if current is None or current.version != expected_version:
+            raise StaleTaskError(current)
+        return self._update_owned(
+            host, statement,
+            dataclasses.replace(
+                record, owner=current.owner, tenant=current.tenant, scopes=current.scopes,
+                created_at=current.created_at,
+            ),
+            expected_version, values,
+        )  # fmt: skip
 
     # -- trims
 
@@ -294,18 +343,25 @@ class SQLDialect:
         return statement
 
     def build_trim(self, host: StoreHost, tier: Tier) -> t.Any:
-        """Delete the oldest terminal rows past ``:keep``, returning their ids."""
+        """Delete the oldest terminal rows past ``:keep``, returning their ids (without
+        RETURNING: the candidates, which :meth:`trim` deletes)."""
         c = host.tasks.c
         oldest = self.oldest_terminal(host, tier)
+        if not self.returning:
+            return oldest
         return host.tasks.delete().where(c.id.in_(oldest.scalar_subquery())).returning(c.id)
 
     def trim(self, host: StoreHost, tier: Tier, params: dict[str, t.Any]) -> list[str]:
         """Delete the tier's oldest terminal tasks past ``:keep`` and the owner's orphan
-        configs, in one transaction."""
-        pc = host.push_configs.c
+        configs, in one transaction. Without RETURNING the candidates are read first, then
+        deleted by id (a terminal task never changes, so they stay the ones to delete)."""
+        c, pc = host.tasks.c, host.push_configs.c
         statement = self.trim_statement(host, tier)
         with host.statements.tx() as conn:
             doomed = list(conn.execute(statement, params).scalars())
+            if doomed and not self.returning:
+                for chunk in chunks(doomed):
+                    conn.execute(host.tasks.delete().where(c.id.in_(chunk)))
             if doomed:  # the trimmed tasks' configs, and any the owner left orphaned before
                 alive = sa.select(host.tasks.c.id).where(host.tasks.c.id == pc.task_id).exists()
                 conn.execute(host.push_configs.delete().where(pc.owner == tier.owner, ~alive))

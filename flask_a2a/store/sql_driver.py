@@ -80,7 +80,9 @@ class Driver:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.dialect = engine.dialect
-        self._error = self.dialect.loaded_dbapi.Error
+        dbapi = self.dialect.dbapi  # (2.x also names it loaded_dbapi; 1.4 only dbapi)
+        assert dbapi is not None
+        self._error = dbapi.Error
         self._raw_cursor: t.Any = None
         if self.dialect.driver == "psycopg":
             import psycopg

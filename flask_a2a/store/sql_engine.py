@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.engine.default import DefaultDialect
 
 from .base import EXTRA_HINT
+from .sql_versions import require, reset_to_autocommit
 from .sql_waits import CONNECT_TIMEOUT, bound_waits, read_timeout_for
 
 #: Engines built by :func:`engine_from_url` whose connections carry the store's session settings
@@ -54,10 +55,16 @@ def engine_from_url(
     the statement timeout plus a second; None with no statement timeout), so a database that
     hangs fails the call instead of holding it.
     """
+    require(url)  # this SQLAlchemy runs the store, and has a dialect for the URL's driver
     connect_args = dict(options.pop("connect_args", {}))
     millis = None if statement_timeout is None else to_millis(statement_timeout)
     if url in ("sqlite://", "sqlite:///:memory:") or url.startswith("sqlite:///:memory:?"):
         options.setdefault("poolclass", sa.pool.StaticPool)
+        connect_args.setdefault("check_same_thread", False)
+    elif url.startswith("sqlite"):
+        # A file: pooled connections shared by threads, SQLAlchemy 2's default (1.4 opens and
+        # closes one per use).
+        options.setdefault("poolclass", sa.pool.QueuePool)
         connect_args.setdefault("check_same_thread", False)
     autocommit = False
     if millis is not None and url.startswith("postgresql"):
@@ -85,12 +92,17 @@ def engine_from_url(
             options.setdefault("skip_autocommit_rollback", True)  # SQLAlchemy 2.0.43 and later
     elif millis is not None and url.startswith("sqlite"):
         connect_args["timeout"] = millis / 1000
+    # SQLAlchemy 2's Engine on 1.4 too (2.x takes only True): no implicit autocommit, and the
+    # store's autocommit is the connection's isolation level on both.
+    options.setdefault("future", True)
     try:
         engine = sa.create_engine(url, connect_args=connect_args, **options)
     except ImportError as exc:
         hint = EXTRA_HINT
         if url.startswith(("mysql", "mariadb")):
             hint = "pip install flask-a2a[mysql]"
+        elif "psycopg2" in str(exc):  # postgresql+psycopg2://, or postgresql:// before 2.1
+            hint = "pip install psycopg2-binary"
         raise ImportError(
             f"the SQL store could not load the database driver for {url.split(':', 1)[0]!r} "
             f"({exc}); {hint}"
@@ -111,6 +123,8 @@ def engine_from_url(
             finally:
                 cursor.close()
 
+    if autocommit:
+        reset_to_autocommit(engine)
     if millis is not None:
         _SESSION_SETTINGS[engine] = (millis, asynchronous_commit, autocommit)
     bound_waits(
@@ -124,9 +138,10 @@ def engine_from_url(
 _IN_TRANSACTION: t.Final = 1
 
 
-def _reset_mysql(dbapi_connection: t.Any, record: t.Any, state: t.Any) -> None:
+def _reset_mysql(dbapi_connection: t.Any, record: t.Any, state: t.Any = None) -> None:
     """A connection back in the pool is rolled back only if the server says a transaction is
-    open (PyMySQL keeps the last status; a driver without it is always rolled back)."""
+    open (PyMySQL keeps the last status; a driver without it is always rolled back). ``state``:
+    SQLAlchemy 2 passes the reset's, 1.4 only the first two."""
     if getattr(dbapi_connection, "server_status", _IN_TRANSACTION) & _IN_TRANSACTION:
         dbapi_connection.rollback()
 

@@ -24,7 +24,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import math
 import typing as t
@@ -35,21 +34,18 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.compiler import compiles
 
-from ..protocol.limits import refusal
 from ..protocol.model import Tier
-from .base import StaleTaskError, TaskRecord
 from .sql_dialect import (
     MULTI_ROWS,
-    ROW_FIELDS,
     TERMINAL_LITERALS,
     TERMINAL_STATES_SORTED,
     SQLDialect,
     StoreHost,
     chunks,
-    micros,
-    scope_text,
+    refuse_nul,
     shape,
 )
+from .sql_versions import unvaried, variant
 
 #: The SQLAlchemy dialect names of MySQL-protocol servers (``mysql+pymysql://``,
 #: ``mariadb+pymysql://``).
@@ -84,16 +80,16 @@ def _exact_ddl(type_: Exact, compiler: t.Any, **kw: t.Any) -> str:
 
 
 #: Long text (bodies, scope sets): LONGTEXT on MySQL/MariaDB, whose TEXT holds 64 KiB only.
-LONG_TEXT: t.Final = sa.Text().with_variant(
-    mysql.LONGTEXT(charset="utf8mb4", collation="utf8mb4_bin"), *DIALECTS
+LONG_TEXT: t.Final = variant(
+    sa.Text(), mysql.LONGTEXT(charset="utf8mb4", collation="utf8mb4_bin"), *DIALECTS
 )
 #: A SHA-256 hex digest (or ``''``): 64 ASCII bytes in an index, whatever the scope set's size.
-DIGEST: t.Final = sa.String(64).with_variant(
-    mysql.VARCHAR(64, charset="ascii", collation="ascii_bin"), *DIALECTS
+DIGEST: t.Final = variant(
+    sa.String(64), mysql.VARCHAR(64, charset="ascii", collation="ascii_bin"), *DIALECTS
 )
 #: The counts table's scope-set key: the JSON itself elsewhere, its digest on MySQL.
-DIGEST_KEY: t.Final = sa.Text().with_variant(
-    mysql.VARCHAR(64, charset="ascii", collation="ascii_bin"), *DIALECTS
+DIGEST_KEY: t.Final = variant(
+    sa.Text(), mysql.VARCHAR(64, charset="ascii", collation="ascii_bin"), *DIALECTS
 )
 
 
@@ -149,7 +145,7 @@ def upgrade(conn: Connection, table: sa.Table) -> None:
         declared = column.type.compile(dialect=conn.dialect)
         data_type, collation = str(row[1]).lower(), row[2]
         wanted_collation = None
-        if isinstance(column.type, Exact):
+        if isinstance(unvaried(column.type), Exact):
             wanted_collation = exact_collation(conn.dialect)
         elif "TEXT" in declared.upper():
             wanted_collation = "utf8mb4_bin"
@@ -271,6 +267,7 @@ class MySQLDialect(SQLDialect):
     """MariaDB and MySQL (``mysql+pymysql://``, ``mariadb+pymysql://``)."""
 
     counts = True
+    returning = False
 
     # -- tables
 
@@ -332,10 +329,7 @@ class MySQLDialect(SQLDialect):
     # -- rows
 
     def check_row(self, row: dict[str, t.Any]) -> None:
-        for column, field, _ in ROW_FIELDS:
-            value = row.get(column)
-            if value is not None and "\x00" in value:
-                raise refusal(field, "must not contain NUL characters")
+        refuse_nul(row)  # MySQL would store it; every other store refuses it
 
     def round_order(self, rows: list[dict[str, t.Any]]) -> list[dict[str, t.Any]]:
         """Tiers in one order: concurrent rounds take count rows in one order."""
@@ -358,51 +352,6 @@ class MySQLDialect(SQLDialect):
     def page_after(self, tasks: sa.Table, stamp: int, last_id: str) -> list[t.Any]:
         """MySQL ranges on a plain bound, not on a row comparison: both."""
         return [*super().page_after(tasks, stamp, last_id), tasks.c.status_ts <= stamp]
-
-    def update_statement(self, tasks: sa.Table, changes: dict[str, t.Any]) -> t.Any:
-        """No UPDATE ... RETURNING: the caller's creation-time fields are in the WHERE (they
-        never change), so a matched row has exactly those."""
-        c = tasks.c
-        return (
-            tasks.update()
-            .where(
-                c.id == sa.bindparam("task_id"), c.version == sa.bindparam("expected"),
-                c.owner == sa.bindparam("was_owner"),
-                c.tenant.is_not_distinct_from(sa.bindparam("was_tenant")),
-                c.scopes.is_not_distinct_from(sa.bindparam("was_scopes")),
-                c.created_at == sa.bindparam("was_created_at"),
-            )
-            .values(**changes)
-        )  # fmt: skip
-
-    def update(
-        self,
-        host: StoreHost,
-        statement: t.Any,
-        record: TaskRecord,
-        expected_version: int,
-        values: dict[str, t.Any],
-    ) -> TaskRecord:
-        """If the caller's creation-time fields are not the row's, the row is read and the
-        update made with the row's (ownership never moves)."""
-        owned = {
-            **values, "was_owner": record.owner, "was_tenant": record.tenant,
-            "was_scopes": scope_text(record.scopes), "was_created_at": micros(record.created_at),
-        }  # fmt: skip
-        _, matched = host.statements.execute("update_owned", statement, owned)
-        if matched == 1:
-            return dataclasses.replace(record, version=expected_version + 1)
-        current = host.get_task(record.task.id)
-        if current is None or current.version != expected_version:
-            raise StaleTaskError(current)
-        return self.update(
-            host, statement,
-            dataclasses.replace(
-                record, owner=current.owner, tenant=current.tenant, scopes=current.scopes,
-                created_at=current.created_at,
-            ),
-            expected_version, values,
-        )  # fmt: skip
 
     # -- trims
 

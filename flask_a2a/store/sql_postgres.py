@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 
 from ..protocol.model import Tier
 from . import sql_counts
-from .sql_dialect import SQLDialect, StoreHost, shape
+from .sql_dialect import SQLDialect, StoreHost, refuse_nul, shape
 
 
 class PostgresDialect(SQLDialect):
@@ -44,6 +44,10 @@ class PostgresDialect(SQLDialect):
 
     def uninstall_counts(self, conn: Connection, prefix: str) -> None:
         sql_counts.uninstall(conn, prefix)
+
+    def check_row(self, row: dict[str, t.Any]) -> None:
+        """psycopg2 raises a bare ValueError for a NUL (psycopg 3 a DataError): refused first."""
+        refuse_nul(row)
 
     def bound(self, conn: Connection) -> None:
         # LOCAL: only this transaction, never the host app's own on a shared engine. Task rows

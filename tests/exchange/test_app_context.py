@@ -13,6 +13,7 @@ import typing as t
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from flask import Flask, current_app, g, has_app_context, has_request_context
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import func, select
@@ -75,7 +76,14 @@ def invoice_app(
     ]
     app = make_app(
         skills=skills,
-        config={"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'app.db'}"},
+        config={
+            "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'app.db'}",
+            # a pool whose check-outs the test counts (SQLAlchemy 1.4 gives a file no pool)
+            "SQLALCHEMY_ENGINE_OPTIONS": {
+                "poolclass": sa.pool.QueuePool,
+                "connect_args": {"check_same_thread": False},
+            },
+        },  # fmt: skip
         **options,
     )
     db.init_app(app)

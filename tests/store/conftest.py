@@ -22,13 +22,15 @@ def new_mysql_database(mysql_engine: t.Any) -> t.Iterator[t.Callable[[], str]]:
 
     def create() -> str:
         name = f"a2a_test_{uuid.uuid4().hex[:12]}"
-        with mysql_engine.connect() as conn:
+        with mysql_engine.begin() as conn:
             conn.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
         names.append(name)
-        return sa.make_url(mysql_url()).set(database=name).render_as_string(hide_password=False)
+        return (
+            sa.engine.make_url(mysql_url()).set(database=name).render_as_string(hide_password=False)
+        )
 
     yield create
-    with mysql_engine.connect() as conn:
+    with mysql_engine.begin() as conn:
         for name in names:
             conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
 

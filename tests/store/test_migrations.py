@@ -1,20 +1,24 @@
 """Flask-Migrate (Alembic) in a host app that adds the exchange: the documented recipe.
 
 The host app is a file with a Flask-SQLAlchemy model; every ``flask db`` command runs as the
-user runs it, in a subprocess (Alembic's env.py reconfigures logging).
+user runs it, through Flask-Migrate's own click group, in this process: each command loads the
+host app afresh (its environment picks the models and the recipe) in the host's folder, and the
+logging that Alembic's env.py reconfigures is put back after it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import logging
 import os
 import re
-import subprocess
-import sys
 import typing as t
 import uuid
+import warnings
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import sqlalchemy as sa
@@ -75,8 +79,45 @@ def downgrade():
 """
 
 
+class Ran(t.NamedTuple):
+    """What a ``flask db`` command wrote: the script (offline) and Alembic's log and warnings."""
+
+    stdout: str
+    stderr: str
+
+
+@contextlib.contextmanager
+def kept_logging() -> t.Iterator[None]:
+    """Alembic's env.py runs ``logging.config.fileConfig``: it replaces the root handlers and
+    disables every logger it does not name (ours, pytest's capture). Put all of it back."""
+    root = logging.getLogger()
+    loggers = [root, *(lg for lg in logging.Logger.manager.loggerDict.values()
+                       if isinstance(lg, logging.Logger))]  # fmt: skip
+    saved = [(lg, lg.level, lg.disabled, lg.propagate, list(lg.handlers)) for lg in loggers]
+    try:
+        yield
+    finally:
+        for lg, level, disabled, propagate, handlers in saved:
+            lg.setLevel(level)
+            lg.disabled, lg.propagate, lg.handlers[:] = disabled, propagate, handlers
+        for made in list(logging.Logger.manager.loggerDict.values()):
+            if isinstance(made, logging.Logger) and all(made is not kept for kept, *_ in saved):
+                made.handlers.clear()  # a logger env.py made: its handler wrote to our buffer
+
+
+@contextlib.contextmanager
+def inside(folder: Path) -> t.Iterator[None]:
+    """In ``folder`` (Flask-Migrate's ``migrations`` directory is relative to it)."""
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
 class Host:
-    """The host app's folder: ``flask db ...`` in it, and the app itself in this process."""
+    """The host app's folder: ``flask db ...`` on it, and the app itself, in this process."""
 
     def __init__(self, folder: Path, url: str) -> None:
         self.folder = folder
@@ -89,29 +130,45 @@ class Host:
         done = self.run(*args, **env)
         return done.stdout + done.stderr
 
-    def run(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "flask", "--app", "hostapp:create_app", "db", *args],
-            cwd=self.folder, capture_output=True, text=True, timeout=120,
-            env={**os.environ, "PYTHONPATH": f"{self.folder}{os.pathsep}{ROOT}",
-                 **self.env, **env},
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done
+    def run(self, *args: str, **env: str) -> Ran:
+        """``flask db <args>`` with the host's environment and ``env``."""
+        from flask.cli import ScriptInfo
+        from flask_migrate.cli import db as db_commands
+
+        stdout, stderr = io.StringIO(), io.StringIO()
+        with mock.patch.dict(os.environ, {**self.env, **env}), inside(self.folder), \
+                kept_logging(), warnings.catch_warnings(record=True) as caught:  # fmt: skip
+            warnings.simplefilter("always")  # reflection warnings are part of the output
+            app, module = self.load()
+            try:
+                with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+                    db_commands.main(
+                        args=list(args), prog_name="flask db", standalone_mode=False,
+                        obj=ScriptInfo(create_app=lambda *_: app),
+                    )  # fmt: skip
+            finally:
+                with app.app_context():
+                    module.db.engine.dispose()
+        said = "".join(f"{w.category.__name__}: {w.message}\n" for w in caught)
+        return Ran(stdout.getvalue(), stderr.getvalue() + said)
 
     def revisions(self) -> set[Path]:
         return set(self.folder.joinpath("migrations", "versions").glob("*.py"))
 
-    def app(self, monkeypatch: pytest.MonkeyPatch, **env: str) -> t.Any:
-        for key, value in {**self.env, **env}.items():
-            monkeypatch.setenv(key, value)
+    def load(self) -> tuple[t.Any, t.Any]:
+        """A fresh host app (and its module: its models read the environment)."""
         spec = importlib.util.spec_from_file_location(
             f"hostapp_{uuid.uuid4().hex[:8]}", self.folder / "hostapp.py"
         )
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        return module.create_app()
+        return module.create_app(), module
+
+    def app(self, monkeypatch: pytest.MonkeyPatch, **env: str) -> t.Any:
+        for key, value in {**self.env, **env}.items():
+            monkeypatch.setenv(key, value)
+        return self.load()[0]
 
 
 def upgrade_body(revision: Path) -> str:
@@ -128,7 +185,7 @@ def send(app: t.Any) -> dict[str, t.Any]:
 
 def dispose(app: t.Any) -> None:
     with app.app_context():
-        app.extensions["sqlalchemy"].engine.dispose()
+        app.extensions["migrate"].db.engine.dispose()
 
 
 def test_autogenerate_after_adding_a2a_yields_no_operation_on_its_tables(
@@ -227,11 +284,14 @@ def run_script(url: str, script: str) -> None:
     try:
         raw = engine.raw_connection()
         try:
+            driver: t.Any = raw.driver_connection
             if engine.dialect.name == "sqlite":
-                raw.driver_connection.executescript(script)  # type: ignore[union-attr]
-            else:
-                raw.driver_connection.autocommit = True  # type: ignore[union-attr]
-                raw.driver_connection.execute(script)  # type: ignore[union-attr]
+                driver.executescript(script)
+            else:  # psycopg 3 or psycopg2: one simple query, the whole script
+                driver.autocommit = True
+                cursor = driver.cursor()
+                cursor.execute(script)
+                cursor.close()
         finally:
             raw.close()
     finally:
@@ -274,8 +334,8 @@ def test_migrations_create_what_the_store_needs_from_an_empty_database(
     task = send(app)["task"]
     with app.app_context():
         stored = (
-            app.extensions["sqlalchemy"]
-            .session.execute(sa.text("SELECT id FROM a2a_tasks"))
+            app.extensions["migrate"]
+            .db.session.execute(sa.text("SELECT id FROM a2a_tasks"))
             .scalars()
             .all()
         )

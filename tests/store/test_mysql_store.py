@@ -13,10 +13,12 @@ import time
 import typing as t
 import uuid
 from datetime import datetime, timedelta, timezone
+from inspect import signature
 
 import pytest
 import sqlalchemy as sa
 from flask import Flask
+from sqlalchemy.engine.default import DefaultDialect
 
 from flask_a2a.protocol.model import Message, Task, TaskState, TaskStatus, Tier
 from flask_a2a.store import ListQuery, TaskRecord
@@ -355,6 +357,9 @@ def test_a_one_statement_call_on_its_own_engine_is_one_round_trip() -> None:
     """No ROLLBACK as each call ends (PyMySQL would send one even in autocommit); a connection
     left inside a transaction is still rolled back when it goes back to the pool."""
     engine = engine_from_url(mysql_url(), statement_timeout=5.0, pool_size=1)
+    if engine.dialect.driver != "pymysql":
+        engine.dispose()
+        pytest.skip("mysqlclient keeps no server status: its connections are rolled back always")
     store = SQLStore(engine, prefix())
 
     def questions() -> int:
@@ -367,7 +372,10 @@ def test_a_one_statement_call_on_its_own_engine_is_one_round_trip() -> None:
         before = questions()
         for _ in range(20):
             assert store.get_task("t1") is not None
-        assert questions() - before == 20 + 1  # 20 SELECTs and the SHOW itself
+        # 20 SELECTs and the SHOW itself (and, before SQLAlchemy 2.0.43, the ROLLBACK that
+        # closing the first SHOW's connection sends: no skip_autocommit_rollback there)
+        closing = 0 if "skip_autocommit_rollback" in signature(DefaultDialect).parameters else 1
+        assert questions() - before == 20 + 1 + closing
         with engine.connect() as conn:  # left open, as a crash between statements would
             conn.exec_driver_sql("START TRANSACTION")
             conn.exec_driver_sql(f"DELETE FROM {store.tasks.name}")

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from flask import Flask
 
 from flask_a2a import A2A, Principal, Skill, TaskContext
-from flask_a2a.store import ListQuery, MemoryStore
+from flask_a2a.store import ListQuery, MemoryStore, sql_versions
 from flask_a2a.store.sql import SQLStore, engine_from_url
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import SQL_KINDS, echo, next_millisecond, token_principal
@@ -123,7 +123,11 @@ def test_postgres_pages_come_in_index_order(pg_engine: t.Any, query: ListQuery, 
     captured: list[str] = []
 
     def capture(conn: t.Any, cursor: t.Any, statement: str, *args: t.Any) -> None:
-        if statement.lstrip().startswith("SELECT") and "LIMIT" in statement:
+        if not (statement.lstrip().startswith("SELECT") and "LIMIT" in statement):
+            return
+        if hasattr(cursor, "mogrify"):  # psycopg2 (the PostgreSQL driver of SQLAlchemy 1.4)
+            captured.append(cursor.mogrify(statement, args[0]).decode())
+        else:
             import psycopg
 
             captured.append(psycopg.ClientCursor(cursor.connection).mogrify(statement, args[0]))
@@ -194,10 +198,17 @@ def test_a_locked_sqlite_database_times_out_instead_of_hanging(tmp_path: t.Any) 
     engine.dispose()
 
 
+@pytest.mark.skipif(not sql_versions.IS_2, reason="psycopg 3 has no dialect in SQLAlchemy 1.4")
 def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(ImportError, match=r"pip install flask-a2a\[postgres\]"):
         engine_from_url("postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def test_a_missing_psycopg2_names_its_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg2", None)
+    with pytest.raises(ImportError, match=r"pip install psycopg2-binary"):
+        engine_from_url("postgresql+psycopg2://postgres@127.0.0.1:5432/test")
 
 
 def test_the_lazy_export_names_the_extra_when_sqlalchemy_is_missing(

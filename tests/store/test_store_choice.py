@@ -55,7 +55,7 @@ def build(order: str, url: str, config: dict[str, t.Any] | None = None) -> tuple
 def test_the_apps_database_holds_the_tasks_whatever_the_order(
     order: str, app_database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    dialect = sa.make_url(app_database_url).get_backend_name()
+    dialect = sa.engine.make_url(app_database_url).get_backend_name()
     with caplog.at_level(logging.INFO, "flask_a2a"):
         app, a2a, db = build(order, app_database_url)
         # The first use is a CLI command: it chooses the store the requests then use.
@@ -315,7 +315,11 @@ def test_agents_sharing_the_store_release_it_with_the_last(tmp_path: Path) -> No
 
 def test_shutdown_leaves_the_hosts_own_engine_open(tmp_path: Path) -> None:
     """A store the host passed in (its engine, its pool) is the host's to close."""
-    engine = sa.create_engine(f"sqlite:///{tmp_path / 'host.db'}")
+    # A pool, as SQLAlchemy 2 gives a SQLite file by default (1.4 closes each connection)
+    engine = sa.create_engine(
+        f"sqlite:///{tmp_path / 'host.db'}", poolclass=sa.pool.QueuePool,
+        connect_args={"check_same_thread": False},
+    )  # fmt: skip
     opened = _opened_connections(engine)
     app = Flask("host_engine")
     a2a = A2A(app, skills=SKILLS, principal=token_principal, store=SQLStore(engine))
