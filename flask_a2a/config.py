@@ -79,6 +79,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_PUSH_PAUSE_SECONDS": 600.0,
     "A2A_PROTOCOL_VERSIONS": ("1.0",),
     "A2A_RUN_LEASES": True,
+    "A2A_MIN_RUN_LEASE": 2.0,
 }
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
@@ -271,6 +272,9 @@ class Settings:
     #: With a shared SQL store, each running task holds a lease; a lapsed one (its process
     #: died) is settled FAILED by any process (``exchange/run_leases.py``).
     run_leases: bool = True
+    #: Seconds a run lease lives at least, however short the poll interval makes it: a loaded
+    #: machine may delay a renewal a second. Tests lower it to wait less for lapses.
+    min_run_lease: float = 2.0
 
     @property
     def rest_mount(self) -> str | None:
@@ -320,6 +324,8 @@ class Settings:
             raise ConfigError("A2A_KEEPALIVE_INTERVAL must be positive")
         if self.max_body_bytes <= 0:
             raise ConfigError("A2A_MAX_BODY_BYTES must be positive")
+        if self.min_run_lease <= 0:
+            raise ConfigError("A2A_MIN_RUN_LEASE must be positive")
         if self.blocking_write_delay < 0:
             raise ConfigError("A2A_BLOCKING_WRITE_DELAY must be 0 (write at once) or positive")
         if not self.jwks_path.startswith("/"):
