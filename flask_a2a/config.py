@@ -61,6 +61,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_REDIS_PREFIX": "a2a:",
     "A2A_REDIS_TIMEOUT": 0.5,
     "A2A_REDIS_LEASE_TTL": 10.0,
+    "A2A_REDIS_RETRY": 0.5,
     "A2A_FLEET_LIMITS": False,
     "A2A_METRICS": True,
     "A2A_METRICS_PATH": None,
@@ -228,6 +229,8 @@ class Settings:
     redis_timeout: float = 0.5
     #: Seconds a watch or a fleet lease lives without its process's heartbeat.
     redis_lease_ttl: float = 10.0
+    #: Seconds between reconnect attempts while Redis does not answer.
+    redis_retry: float = 0.5
     #: Count run slots and stream seats per owner across every replica (needs the Redis bus).
     fleet_limits: bool = False
     #: Record Prometheus metrics when prometheus_client is installed (the ``prometheus`` extra).
