@@ -22,12 +22,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def runner_modules() -> list[str]:
-    """Modules whose tests build apps on the parametrized runner (``make_app``/``runner_kind``)."""
+    """Modules whose tests build apps on the parametrized runner (``make_app``/``runner_kind``)
+    or are marked to run only here (``gevent_session``)."""
     return sorted(
         str(path.relative_to(ROOT))
         for path in ROOT.joinpath("tests").rglob("test_*.py")
         if path.name != Path(__file__).name
-        and any(word in path.read_text() for word in ("make_app", "runner_kind", "make_runner"))
+        and any(
+            word in path.read_text()
+            for word in ("make_app", "runner_kind", "make_runner", "gevent_session")
+        )
     )
 
 
