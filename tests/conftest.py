@@ -249,7 +249,7 @@ def binding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 PG_DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
-def test_worker() -> str | None:
+def session_worker() -> str | None:
     """This session's name among the sessions of one run that share the database servers: the
     pytest-xdist worker (``gw0``, ``gw1``...), or what a patched gevent session was given
     (``A2A_TEST_WORKER``); None for a session run alone."""
@@ -264,7 +264,7 @@ def worker_url(url: str) -> str:
     ``url`` itself for a session run alone. :func:`worker_databases` creates it."""
     import sqlalchemy as sa
 
-    worker = test_worker()
+    worker = session_worker()
     if worker is None:
         return url
     parsed = sa.make_url(url)
@@ -334,7 +334,7 @@ def worker_databases() -> None:
     that does not answer is left to ``pg_engine`` / ``mysql_engine``, which skip saying why."""
     import sqlalchemy as sa
 
-    if test_worker() is None:
+    if session_worker() is None:
         return
     for configured, url in ((configured_pg_url(), pg_url()), (configured_mysql_url(), mysql_url())):
         name = sa.make_url(url).database
