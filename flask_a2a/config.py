@@ -61,6 +61,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_REDIS_PREFIX": "a2a:",
     "A2A_REDIS_TIMEOUT": 0.5,
     "A2A_REDIS_LEASE_TTL": 10.0,
+    "A2A_REDIS_RETRY": 0.5,
     "A2A_FLEET_LIMITS": False,
     "A2A_METRICS": True,
     "A2A_METRICS_PATH": None,
@@ -79,6 +80,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_PUSH_PAUSE_SECONDS": 600.0,
     "A2A_PROTOCOL_VERSIONS": ("1.0",),
     "A2A_RUN_LEASES": True,
+    "A2A_MIN_RUN_LEASE": 2.0,
 }
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
@@ -238,6 +240,8 @@ class Settings:
     redis_timeout: float = 0.5
     #: Seconds a watch or a fleet lease lives without its process's heartbeat.
     redis_lease_ttl: float = 10.0
+    #: Seconds between reconnect attempts while Redis does not answer.
+    redis_retry: float = 0.5
     #: Count run slots and stream seats per owner across every replica (needs the Redis bus).
     fleet_limits: bool = False
     #: Record Prometheus metrics when prometheus_client is installed (the ``prometheus`` extra).
@@ -282,6 +286,9 @@ class Settings:
     #: With a shared SQL store, each running task holds a lease; a lapsed one (its process
     #: died) is settled FAILED by any process (``exchange/run_leases.py``).
     run_leases: bool = True
+    #: Seconds a run lease lives at least, however short the poll interval makes it: a loaded
+    #: machine may delay a renewal a second. Tests lower it to wait less for lapses.
+    min_run_lease: float = 2.0
 
     @property
     def rest_mount(self) -> str | None:
@@ -328,6 +335,8 @@ class Settings:
             raise ConfigError("A2A_KEEPALIVE_INTERVAL must be positive")
         if self.max_body_bytes <= 0:
             raise ConfigError("A2A_MAX_BODY_BYTES must be positive")
+        if self.min_run_lease <= 0:
+            raise ConfigError("A2A_MIN_RUN_LEASE must be positive")
         if self.blocking_write_delay < 0:
             raise ConfigError("A2A_BLOCKING_WRITE_DELAY must be 0 (write at once) or positive")
         if not self.jwks_path.startswith("/"):

@@ -91,14 +91,89 @@ def webhook() -> t.Iterator[t.Any]:
 
 @pytest.fixture(params=["threads", "gevent"])
 def runner_kind(request: pytest.FixtureRequest) -> str:
-    kind = t.cast(str, request.param)
-    if kind == "gevent" and not gevent_patched():
-        pytest.skip(
-            "gevent runner cases run in the patched session (tests/live/test_gevent_session.py)"
-        )
-    if kind == "threads" and gevent_patched():
-        pytest.skip("thread runner cases run in the unpatched session")
-    return kind
+    """The runner a case's app gets. Each session keeps only its own cases (see
+    :func:`pytest_collection_modifyitems`): threads here, gevent in the patched session."""
+    return t.cast(str, request.param)
+
+
+def param_of(item: pytest.Item, name: str) -> t.Any:
+    """The value of parameter ``name`` in this case (None when it has no such parameter)."""
+    callspec = getattr(item, "callspec", None)
+    return None if callspec is None else callspec.params.get(name)
+
+
+def gevent_case(item: pytest.Item) -> bool:
+    """The case runs in the gevent-patched session: its ``runner_kind`` is gevent, or it is
+    marked ``gevent_session`` (it asserts what only a patched process shows)."""
+    if param_of(item, "runner_kind") == "gevent":
+        return True
+    return item.get_closest_marker("gevent_session") is not None
+
+
+def runs_here(item: pytest.Item, patched: bool) -> bool:
+    """The case belongs to this session (:func:`gevent_case`), and is no REST case of a
+    ``jsonrpc_only`` test."""
+    if param_of(item, "binding") == "rest" and item.get_closest_marker("jsonrpc_only"):
+        return False
+    return gevent_case(item) == patched
+
+
+def gevent_shard() -> tuple[int, int] | None:
+    """``(index, count)`` when this patched session runs one shard of the gevent cases
+    (``A2A_TEST_GEVENT_SHARD=index/count``, set by ``tests/live/test_gevent_session.py``)."""
+    import os
+
+    shard = os.environ.get("A2A_TEST_GEVENT_SHARD")
+    if not shard:
+        return None
+    index, count = shard.split("/")
+    return int(index), int(count)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect (not skip) what does not run here: the unpatched session runs no gevent
+    case, the patched one (``tests/live/test_gevent_session.py``) runs nothing else, so no
+    case is collected to be skipped and nothing runs twice; a patched shard keeps every
+    count-th case from its index; a ``jsonrpc_only`` test has no REST case. Then the long
+    work goes first (:func:`start_rank`), so parallel workers start on it and share the rest
+    meanwhile."""
+    patched = gevent_patched()
+    shard = gevent_shard() if patched else None
+    kept: list[pytest.Item] = []
+    other: list[pytest.Item] = []
+    for item in items:
+        (kept if runs_here(item, patched) else other).append(item)
+    if shard is not None:
+        index, count = shard
+        other.extend(item for position, item in enumerate(kept) if position % count != index)
+        kept = kept[index::count]
+    if other:
+        config.hook.pytest_deselected(items=other)
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in kept:
+            if shares_a_module_fixture(item):
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    items[:] = sorted(kept, key=lambda item: start_rank(item))  # stable: the order otherwise
+
+
+def shares_a_module_fixture(item: pytest.Item) -> bool:
+    """The case uses a fixture set up once per module (a live server, a browser): its module's
+    cases then go to one pytest-xdist worker (``--dist loadgroup``), which sets it up once."""
+    if not isinstance(item, pytest.Function):
+        return False
+    defined = item._fixtureinfo.name2fixturedefs
+    return any(
+        fixture.scope == "module" for name in item.fixturenames for fixture in defined.get(name, ())
+    )
+
+
+def start_rank(item: pytest.Item) -> int:
+    """Long work first, so that parallel workers end together: the ``early`` tests (the
+    gevent shards), then the modules kept on one worker, then the rest."""
+    if item.get_closest_marker("early") is not None:
+        return 0
+    return 1 if shares_a_module_fixture(item) else 2
 
 
 @pytest.fixture
@@ -162,11 +237,9 @@ def binding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     """Runs a case once per binding: every ``A2ATestClient`` made without ``binding=`` (the
     ``client`` fixture's too) speaks it. A module opts in with
     ``pytestmark = pytest.mark.usefixtures("binding")``; a case only JSON-RPC has carries
-    ``@pytest.mark.jsonrpc_only("why")`` and is skipped for REST with that reason."""
+    ``@pytest.mark.jsonrpc_only("why")`` and its REST case is deselected
+    (:func:`pytest_collection_modifyitems`)."""
     kind = t.cast(str, request.param)
-    marker = request.node.get_closest_marker("jsonrpc_only")
-    if kind == "rest" and marker is not None:
-        pytest.skip(f"JSON-RPC only: {marker.args[0] if marker.args else 'the envelope'}")
     monkeypatch.setattr(A2ATestClient, "default_binding", kind)
     return kind
 
@@ -176,11 +249,38 @@ def binding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 PG_DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
-def pg_url() -> str:
-    """PostgreSQL for the tests: ``A2A_TEST_DATABASE_URL`` (CI sets it) or the local default."""
+def session_worker() -> str | None:
+    """This session's name among the sessions of one run that share the database servers: the
+    pytest-xdist worker (``gw0``, ``gw1``...), or what a patched gevent session was given
+    (``A2A_TEST_WORKER``); None for a session run alone."""
+    import os
+
+    return os.environ.get("A2A_TEST_WORKER") or os.environ.get("PYTEST_XDIST_WORKER") or None
+
+
+def worker_url(url: str) -> str:
+    """``url`` with the database of this session: the configured one's name plus
+    ``_<worker>`` (``test_gw0``), so that parallel sessions never meet on one database;
+    ``url`` itself for a session run alone. :func:`worker_databases` creates it."""
+    import sqlalchemy as sa
+
+    worker = session_worker()
+    if worker is None:
+        return url
+    parsed = sa.make_url(url)
+    return parsed.set(database=f"{parsed.database}_{worker}").render_as_string(hide_password=False)
+
+
+def configured_pg_url() -> str:
+    """``A2A_TEST_DATABASE_URL`` (CI sets it) or the local default, shared by every session."""
     import os
 
     return os.environ.get("A2A_TEST_DATABASE_URL") or PG_DEFAULT_URL
+
+
+def pg_url() -> str:
+    """PostgreSQL for this session's tests (:func:`worker_url` of the configured one)."""
+    return worker_url(configured_pg_url())
 
 
 @pytest.fixture(scope="session")
@@ -217,11 +317,51 @@ def pg_own_engine(pg_engine: t.Any) -> t.Iterator[t.Any]:
 MYSQL_DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/test?charset=utf8mb4"
 
 
-def mysql_url() -> str:
-    """MariaDB/MySQL for the tests: ``A2A_TEST_MYSQL_URL`` (CI sets it) or the local default."""
+def configured_mysql_url() -> str:
+    """``A2A_TEST_MYSQL_URL`` (CI sets it) or the local default, shared by every session."""
     import os
 
     return os.environ.get("A2A_TEST_MYSQL_URL") or MYSQL_DEFAULT_URL
+
+
+def mysql_url() -> str:
+    """MariaDB/MySQL for this session's tests (:func:`worker_url` of the configured one)."""
+    return worker_url(configured_mysql_url())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def worker_databases() -> None:
+    """A session run beside others (a pytest-xdist worker, a gevent shard) creates its own
+    PostgreSQL and MariaDB databases when missing, and keeps them for the next run. A server
+    that does not answer is left to ``pg_engine`` / ``mysql_engine``, which skip saying why."""
+    import sqlalchemy as sa
+
+    if session_worker() is None:
+        return
+    for configured, url in ((configured_pg_url(), pg_url()), (configured_mysql_url(), mysql_url())):
+        name = sa.make_url(url).database
+        try:
+            engine = sa.create_engine(
+                configured, connect_args={"connect_timeout": 3}, isolation_level="AUTOCOMMIT"
+            )
+        except ImportError:  # the driver is not installed: the engine fixture says so
+            continue
+        try:
+            with engine.connect() as conn:
+                if engine.dialect.name == "postgresql":
+                    found = conn.execute(
+                        sa.text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": name}
+                    ).first()
+                    if found is None:
+                        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+                else:
+                    conn.exec_driver_sql(
+                        f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4"
+                    )
+        except sa.exc.SQLAlchemyError:
+            pass  # not reachable: the engine fixture skips its tests, saying why
+        finally:
+            engine.dispose()
 
 
 @pytest.fixture(scope="session")

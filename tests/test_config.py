@@ -104,6 +104,8 @@ def test_range_checks_and_zero_is_default_still_hold() -> None:
         build({"A2A_MAX_BODY_BYTES": "0"})
     with pytest.raises(ValueError, match="A2A_PATH must start with '/'"):
         build({"A2A_PATH": "a2a"})
+    with pytest.raises(ConfigError, match="A2A_MIN_RUN_LEASE must be positive"):
+        build({"A2A_MIN_RUN_LEASE": 0})
     config = {"A2A_TERMINAL_TASK_RETENTION": "0", "A2A_MAX_HISTORY": 16.0,
               "A2A_MAX_STREAM_SEATS_PER_OWNER": "-1"}  # fmt: skip
     settings = build(config).extensions["a2a"].settings

@@ -10,12 +10,13 @@ settled FAILED "the run's worker stopped" ("task timed out" past its run's deadl
 versioned write through the writer — exactly one process wins it, the event is published
 (streams end, webhooks fire) and retention trims its tier as after any settle.
 
-The lease is ``LEASE_PERIODS`` replica poll intervals (10 s by default; 2 s at least); a dead
-run's task is settled between one lease and one lease plus one period after its last renewal. A
-process that could not reach the store acts on no lapse until the store has answered it for a
-whole lease again: after an outage every process first renews its own runs' leases. Paused tasks
-(input / auth required) hold no lease; neither does a task handed off to a job. The fleet's
-Redis leases (``fleet/limits.py``) are another thing: they count run slots, not runs' lives.
+The lease is ``LEASE_PERIODS`` replica poll intervals (10 s by default), ``A2A_MIN_RUN_LEASE``
+(2 s) at least; a dead run's task is settled between one lease and one lease plus one period
+after its last renewal. A process that could not reach the store acts on no lapse until the
+store has answered it for a whole lease again: after an outage every process first renews its
+own runs' leases. Paused tasks (input / auth required) hold no lease; neither does a task handed
+off to a job. The fleet's Redis leases (``fleet/limits.py``) are another thing: they count run
+slots, not runs' lives.
 """
 
 from __future__ import annotations
@@ -46,10 +47,9 @@ if t.TYPE_CHECKING:
 
 log = logging.getLogger("flask_a2a")
 
-#: A lease lives this many ``A2A_REPLICA_POLL_INTERVAL`` s; it is renewed every third of it.
+#: A lease lives this many ``A2A_REPLICA_POLL_INTERVAL`` s, and never less than
+#: ``A2A_MIN_RUN_LEASE`` (2 s by default); it is renewed every third of it.
 LEASE_PERIODS: t.Final = 10
-#: ... and never less than this many seconds: a loaded machine may delay a renewal a second.
-MIN_LEASE: t.Final = 2.0
 #: Lapsed runs settled per sweep query, and queries per sweep at most.
 SWEEP_BATCH: t.Final = 100
 SWEEP_QUERIES: t.Final = 10
@@ -85,7 +85,7 @@ class RunLeases:
         self.exchange = exchange
         settings = exchange.settings
         #: Seconds a lease lives without renewal.
-        self.ttl = max(MIN_LEASE, LEASE_PERIODS * settings.replica_poll_interval)
+        self.ttl = max(settings.min_run_lease, LEASE_PERIODS * settings.replica_poll_interval)
         #: Seconds between renewals, and between sweeps.
         self.period = self.ttl / 3
         # The store itself (not the exchange's lazy handle on it) writes a new run's lease.

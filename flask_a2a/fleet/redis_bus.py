@@ -46,7 +46,7 @@ if t.TYPE_CHECKING:
 
 log = logging.getLogger("flask_a2a")
 
-#: Seconds between reconnect attempts while Redis does not answer.
+#: Seconds between reconnect attempts while Redis does not answer (``A2A_REDIS_RETRY``).
 RETRY: t.Final = 0.5
 #: Entries an inbox keeps (a reader further behind than this loses the oldest).
 INBOX_LEN: t.Final = 10_000
@@ -131,16 +131,21 @@ class RedisBus(Bus):
         timeout: float = 0.5,
         lease_ttl: float = 10.0,
         queue_limit: int = 1024,
+        retry: float = RETRY,
     ) -> None:
         if timeout <= 0:
             raise ValueError("A2A_REDIS_TIMEOUT must be positive")
         if lease_ttl <= 0:
             raise ValueError("A2A_REDIS_LEASE_TTL must be positive")
+        if retry <= 0:
+            raise ValueError("A2A_REDIS_RETRY must be positive")
         super().__init__(queue_limit)
         self.url = url
         self.prefix = prefix
         self.timeout = timeout
         self.lease_ttl = lease_ttl
+        #: Seconds between reconnect attempts while Redis does not answer.
+        self.retry = retry
         #: This process's name in watch sets and on the ctl stream.
         self.replica_id = uuid.uuid4().hex
         self.redis = connect(url, timeout)
@@ -168,6 +173,7 @@ class RedisBus(Bus):
             prefix=settings.redis_prefix,
             timeout=settings.redis_timeout,
             lease_ttl=settings.redis_lease_ttl,
+            retry=settings.redis_retry,
         )
 
     def key(self, name: str) -> str:
@@ -184,9 +190,9 @@ class RedisBus(Bus):
         return not self._down or time.monotonic() >= self._retry_at
 
     def failed(self, exc: BaseException) -> None:
-        """A Redis call failed: pause calls for :data:`RETRY`; log the outage once."""
+        """A Redis call failed: pause calls for :attr:`retry` s; log the outage once."""
         with self._state:
-            self._retry_at = time.monotonic() + RETRY
+            self._retry_at = time.monotonic() + self.retry
             if self._down:
                 return
             self._down = True
@@ -204,9 +210,9 @@ class RedisBus(Bus):
             if not self._down:
                 return
             self._down = False
-            # Other replicas reconnect within RETRY: until then their events may not reach
-            # us, so streams keep polling the store a little longer.
-            self._trusted_at = time.monotonic() + 2 * RETRY
+            # Other replicas reconnect within their retry pause: until then their events may
+            # not reach us, so streams keep polling the store a little longer.
+            self._trusted_at = time.monotonic() + 2 * self.retry
             dropped, self._dropped = self._dropped, set()
         log.warning("a2a: Redis answers again: per-event delivery across replicas resumed")
         if dropped and self._hooks is not None:
@@ -382,7 +388,7 @@ class RedisBus(Bus):
             except redis.RedisError as exc:
                 connected = self._reader_live = False
                 self.failed(exc)
-                time.sleep(RETRY)
+                time.sleep(self.retry)
                 continue
             for key, entries in found or ():
                 for entry_id, fields in entries:

@@ -163,9 +163,8 @@ def test_inline_runs_count_against_the_pool(
     assert client.send("z", skill="echo")["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
-def test_a_cut_after_the_run_never_reaches_the_caller(runner_kind: str) -> None:
-    if runner_kind != "gevent":
-        pytest.skip("only GeventRunner runs a run in its caller's greenlet")
+@pytest.mark.gevent_session  # only GeventRunner runs a run in its caller's greenlet
+def test_a_cut_after_the_run_never_reaches_the_caller() -> None:
     import gevent
 
     from flask_a2a.exchange.runner import GeventRunner

@@ -20,7 +20,6 @@ import sqlalchemy as sa
 from flask import Flask
 
 from flask_a2a import Skill, TaskContext
-from flask_a2a.exchange.run_leases import MIN_LEASE
 from flask_a2a.protocol.model import Task, TaskState, TaskStatus, utcnow
 from flask_a2a.store import MemoryStore, migrations
 from flask_a2a.store.base import TaskRecord
@@ -30,7 +29,14 @@ from flask_a2a.testing import A2ATestClient
 from tests.conftest import SQL_KINDS, Gate, wait_for
 
 POLL = 0.05
-CONFIG = {"A2A_REPLICA_POLL_INTERVAL": POLL, "A2A_BLOCKING_WRITE_DELAY": POLL}
+#: The lease's floor, lowered from 2 s (each lease the tests sit through is a wait); it stays
+#: above 10 polls (0.5 s), so the floor is what sets the lease.
+MIN_LEASE = 1.0
+CONFIG = {
+    "A2A_REPLICA_POLL_INTERVAL": POLL,
+    "A2A_BLOCKING_WRITE_DELAY": POLL,
+    "A2A_MIN_RUN_LEASE": MIN_LEASE,
+}
 
 
 @pytest.fixture(params=SQL_KINDS)

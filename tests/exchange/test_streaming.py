@@ -390,11 +390,8 @@ def test_off_stack_hands_back_the_value_the_exception_and_the_context() -> None:
     assert undone == []
 
 
+@pytest.mark.gevent_session  # under threads it is a plain call: nothing runs apart from the caller
 def test_off_stack_undoes_what_an_interrupted_caller_never_got() -> None:
-    from flask_a2a.exchange.runner import gevent_patched
-
-    if not gevent_patched():
-        pytest.skip("a plain call under threads: nothing runs apart from the caller")
     import gevent
 
     from flask_a2a.exchange.streams import off_stack

@@ -322,3 +322,10 @@ def test_a_blocking_send_costs_the_redis_bus_nothing(
         assert set(stats) == {"cmdstat_config|resetstat"}, stats
     finally:
         server.stop()
+
+
+def test_a_retry_pause_that_is_not_positive_is_refused_before_connecting() -> None:
+    from flask_a2a.fleet.redis_bus import RedisBus
+
+    with pytest.raises(ValueError, match="A2A_REDIS_RETRY must be positive"):
+        RedisBus("redis://127.0.0.1:1/0", retry=0)

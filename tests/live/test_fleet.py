@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import requests
 
-from flask_a2a.fleet.redis_bus import RETRY
 from tests.conftest import pg_url, wait_for
 from tests.fleet.test_replicas import Replica
 from tests.redis_support import REDIS_URL, RedisServer, SSEReader, redis_prefix  # noqa: F401
@@ -23,6 +22,9 @@ from tests.redis_support import REDIS_URL, RedisServer, SSEReader, redis_prefix 
 pytestmark = [pytest.mark.live, pytest.mark.postgres]
 
 LEASE_TTL = 1.0
+#: The replicas' reconnect pause while their Redis is down (``A2A_REDIS_RETRY``, 0.5 s by
+#: default): the outage tests wait that much less for a restarted Redis, each time.
+REDIS_RETRY = 0.1
 
 
 class Fleet:
@@ -142,7 +144,8 @@ def test_redis_killed_mid_stream_falls_back_to_polling_and_resumes_after_restart
     server = RedisServer()
     try:
         env = {"FLASK_A2A_REDIS_URL": server.url, "FLASK_A2A_REPLICA_POLL_INTERVAL": "0.2",
-               "FLASK_A2A_REDIS_TIMEOUT": "0.2"}  # fmt: skip
+               "FLASK_A2A_REDIS_TIMEOUT": "0.2",
+               "FLASK_A2A_REDIS_RETRY": str(REDIS_RETRY)}  # fmt: skip
         a, b = fleet.start(2, **env)
         task_id = a.start("paced")
         assert wait_for(lambda: working(a, task_id))  # the snapshot holds WORKING: no event for it
@@ -220,7 +223,8 @@ def test_a_stream_across_redis_restarts_rebuilds_the_stored_task_every_time(
     server = RedisServer()
     try:
         env = {"FLASK_A2A_REDIS_URL": server.url, "FLASK_A2A_REPLICA_POLL_INTERVAL": "0.2",
-               "FLASK_A2A_REDIS_TIMEOUT": "0.2"}  # fmt: skip
+               "FLASK_A2A_REDIS_TIMEOUT": "0.2",
+               "FLASK_A2A_REDIS_RETRY": str(REDIS_RETRY)}  # fmt: skip
         a, b = fleet.start(2, **env)
         wrong = []
         for run in range(OUTAGES):
@@ -237,10 +241,10 @@ def test_a_stream_across_redis_restarts_rebuilds_the_stored_task_every_time(
             step(a, task_id, 2)
             while len(rebuilt(events)["artifacts"][0]["parts"]) < 3:  # B polled the store
                 events.append(on_b.next())
-            # The readers retry every RETRY (0.5 s): each run restarts Redis at another point
+            # The readers retry every REDIS_RETRY: each run restarts Redis at another point
             # of that cycle, and spreads the writes over the replicas' reconnects (pacing,
             # not awaiting anything).
-            threading.Event().wait((run % 10) * RETRY / 10)
+            threading.Event().wait((run % 10) * REDIS_RETRY / 10)
             server.start()  # the same port, nothing kept
             for _ in range(7):
                 threading.Event().wait(0.07)

@@ -151,10 +151,15 @@ def test_a_push_delivery_span_names_the_host_only(
     client = A2ATestClient(traced_app, token="alice")
     url = webhook.url("/hook/path") + "?sig=query-secret"
     config = {"taskPushNotificationConfig": {"url": url, "token": "push-token-secret"}}
-    client.send("x", skill="echo", configuration=config)
+    task_id = client.send("x", skill="echo", configuration=config)["task"]["id"]
     webhook.wait_for(1)
-    assert wait_for(lambda: bool(named(spans.get_finished_spans(), "a2a.push")))
-    push = named(spans.get_finished_spans(), "a2a.push")[0]
+
+    def pushes() -> list[t.Any]:  # this task's: a late delivery of an earlier test may end here
+        found = named(spans.get_finished_spans(), "a2a.push")
+        return [span for span in found if (span.attributes or {}).get("a2a.task_id") == task_id]
+
+    assert wait_for(lambda: bool(pushes()))
+    push = pushes()[0]
     assert push.kind is SpanKind.CLIENT
     attributes = dict(push.attributes or {})
     assert attributes["server.address"] == "127.0.0.1"

@@ -307,7 +307,8 @@ def test_a_key_without_cryptography_fails_startup_naming_the_extra(
     build(make_app, MemoryStore(), None)  # no key: no cryptography needed
 
 
-@pytest.mark.parametrize("value", ["not-a-key", f"{KEY_A},short"])
+# ids of their own: the key is new in each process (pytest-xdist workers must collect the same)
+@pytest.mark.parametrize("value", ["not-a-key", f"{KEY_A},short"], ids=["not-a-key", "key,short"])
 def test_a_malformed_key_fails_startup_without_echoing_it(
     make_app: t.Callable[..., Flask], value: str
 ) -> None:
