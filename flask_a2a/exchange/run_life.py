@@ -334,12 +334,20 @@ class RunLife:
         return settled
 
     def cut(self, task_id: str) -> None:
-        """The task was deleted: cancel its local run, if any (its streams end elsewhere)."""
+        """The task was deleted: cancel its local run, if any (its streams end elsewhere).
+
+        A run that settled its task itself is left to finish: another settle's retention trim
+        (or the replica poll after it) may delete the task between its settle and its end, and
+        a kill then would land in its last store call and fail the caller's answer."""
         run = self._runs.get(task_id)
-        if run is not None:
+        if run is None:
+            return
+        with run.lock:
+            if is_final(run.record.state):
+                return
             run.cancelled = True
-            if run.handle is not None and run.started:
-                run.handle.kill(TaskCanceled)
+        if run.handle is not None and run.started:
+            run.handle.kill(TaskCanceled)
 
     def shutdown(self, timeout: float) -> bool:
         """Cut every live run but handed-off ones (settled CANCELED), wait up to ``timeout``."""
