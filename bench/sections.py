@@ -16,7 +16,7 @@ import selectors
 import socket
 import time
 import typing as t
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from bench import loadgen
 from bench.servers import HOST, Server, gunicorn_command, post_json, rss_kb
@@ -218,7 +218,7 @@ def _seed(store: t.Any, owner: str, count: int) -> None:
     from flask_a2a.store.base import encode_task
     from flask_a2a.store.sql import _micros
 
-    start = datetime.now(UTC) - timedelta(days=1)
+    start = datetime.now(timezone.utc) - timedelta(days=1)
     rows: list[dict[str, t.Any]] = []
     for i in range(count):
         task_id, context_id = f"{owner}-{i:07d}", f"ctx-{owner}-{i}"
