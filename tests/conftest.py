@@ -267,7 +267,7 @@ def worker_url(url: str) -> str:
     worker = session_worker()
     if worker is None:
         return url
-    parsed = sa.make_url(url)
+    parsed = sa.engine.make_url(url)
     return parsed.set(database=f"{parsed.database}_{worker}").render_as_string(hide_password=False)
 
 
@@ -339,7 +339,7 @@ def worker_databases() -> None:
     if session_worker() is None:
         return
     for configured, url in ((configured_pg_url(), pg_url()), (configured_mysql_url(), mysql_url())):
-        name = sa.make_url(url).database
+        name = sa.engine.make_url(url).database
         try:
             engine = sa.create_engine(
                 configured, connect_args={"connect_timeout": 3}, isolation_level="AUTOCOMMIT"
