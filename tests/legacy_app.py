@@ -67,13 +67,13 @@ def require_user() -> t.Any:
 def list_invoices() -> t.Any:
     """Hand-written: takes ``page`` (10 a page) and nothing else."""
     page = max(1, request.args.get("page", 1, type=int))
-    rows = db.session.scalars(
+    rows = db.session.execute(
         sa.select(Invoice)
         .where(Invoice.owner_id == g.user.id)
         .order_by(Invoice.id)
         .offset((page - 1) * 10)
         .limit(10)
-    )
+    ).scalars()
     return jsonify({"data": host_schema.dump(InvoiceSchema(), rows, many=True)})
 
 

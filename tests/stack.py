@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import typing as t
 
-from flask.testing import FlaskClient
+from flask import Flask
+from flask.testing import FlaskClient, FlaskCliRunner
 
 from flask_a2a.versions import installed, release
 
@@ -22,3 +23,14 @@ def set_cookie(client: FlaskClient, key: str, value: str) -> None:
         client.set_cookie(key, value)
     else:
         client.set_cookie("localhost", key, value)  # type: ignore[call-arg]
+
+
+CLICK: t.Final = release(installed("click") or "0")
+
+
+def cli_runner(app: Flask) -> FlaskCliRunner:
+    """Flask's CLI runner with stdout and stderr apart, on every click (8.2 keeps them apart
+    and dropped the flag; before it they were mixed unless asked)."""
+    if CLICK >= (8, 2):
+        return app.test_cli_runner()
+    return app.test_cli_runner(mix_stderr=False)

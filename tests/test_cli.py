@@ -19,6 +19,7 @@ from flask_a2a.cli import a2a_cli
 from flask_a2a.protocol.model import TaskState
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
+from tests import stack
 from tests.conftest import Gate, echo, next_millisecond
 from tests.live_server import werkzeug_server as serve
 
@@ -32,7 +33,7 @@ def make_store(new_store: t.Callable[..., t.Any]) -> t.Callable[..., t.Any]:
 
 
 def run(app: Flask, *args: str, input: str | None = None) -> Result:
-    return app.test_cli_runner().invoke(a2a_cli, list(args), input=input)
+    return stack.cli_runner(app).invoke(a2a_cli, list(args), input=input)
 
 
 def send(app: Flask, token: str, text: str = "x", skill: str = "echo") -> str:

@@ -21,6 +21,7 @@ import pytest
 
 from flask_a2a import wiring
 from flask_a2a.config import DEFAULTS
+from tests import stack
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([*ROOT.joinpath("docs").rglob("*.md"), ROOT / "README.md"])
@@ -211,7 +212,7 @@ def test_the_factory_app_serves_its_agent(tmp_path: Path) -> None:
         assert a2a.skills(app) and [s.id for s in a2a.skills(twice)] == [
             s.id for s in a2a.skills(app)
         ]
-        found = app.test_cli_runner().invoke(a2a_cli, ["tasks", "susan"])
+        found = stack.cli_runner(app).invoke(a2a_cli, ["tasks", "susan"])
         assert "susan is owner 1" in found.output and "2 task(s)" in found.output
     finally:
         a2a.shutdown(app=app)

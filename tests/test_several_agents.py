@@ -21,6 +21,7 @@ from flask_a2a.cli import a2a_cli
 from flask_a2a.exchange.bus import Bus, BusHooks
 from flask_a2a.store.sql import SQLStore
 from flask_a2a.testing import A2ATestClient
+from tests import stack
 
 from .conftest import Gate, token_principal, wait_for
 from .redis_support import REDIS_URL, redis_prefix  # noqa: F401
@@ -338,7 +339,7 @@ def test_erasing_a_user_reaches_every_agent(two: Pair) -> None:
 def test_the_cli_selects_an_agent(two: Pair) -> None:
     two.b.send("hi", skill="billing-echo")
     two.a.send("hi", skill="support-echo")
-    runner = two.app.test_cli_runner()
+    runner = stack.cli_runner(two.app)
     skills_of = runner.invoke(a2a_cli, ["--agent", "billing", "skills"])
     assert skills_of.exit_code == 0, skills_of.output
     assert "billing-echo" in skills_of.output and "support-echo" not in skills_of.output

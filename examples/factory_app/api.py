@@ -29,13 +29,13 @@ class InvoiceSchema(Schema):
 def list_invoices() -> t.Any:
     """The caller's invoices, ten a page (``?page=``)."""
     page = max(1, request.args.get("page", 1, type=int))
-    rows = db.session.scalars(
+    rows = db.session.execute(
         sa.select(Invoice)
         .where(Invoice.owner_id == token_auth.current_user().id)
         .order_by(Invoice.id)
         .offset((page - 1) * 10)
         .limit(10)
-    )
+    ).scalars()
     return {"data": dump(InvoiceSchema(), rows, many=True)}
 
 

@@ -27,6 +27,7 @@ from flask_a2a.cli import a2a_cli
 from flask_a2a.client import NotificationRejected, parse_notification
 from flask_a2a.client.bindings import Interface, choose
 from flask_a2a.protocol.model import TaskArtifactUpdateEvent, TaskStatusUpdateEvent
+from tests import stack
 from tests.conftest import wait_for
 from tests.live_server import gunicorn_server, werkzeug_server
 from tests.wire_app import create_app
@@ -171,7 +172,7 @@ def test_a_tenant_goes_where_the_binding_carries_it() -> None:
 
 
 def test_flask_a2a_call_speaks_the_rest_url_and_takes_binding(gevent_agent: str) -> None:
-    runner = Flask("cli").test_cli_runner()
+    runner = stack.cli_runner(Flask("cli"))
     at_rest = runner.invoke(a2a_cli, ["call", gevent_agent + "/a2a/rest", "echo", "--text", "hi",
                                       "--token", "alice-token"])  # fmt: skip
     assert at_rest.exit_code == 0, at_rest.output

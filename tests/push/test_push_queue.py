@@ -33,6 +33,7 @@ from flask_a2a.ops.metrics import Recorder
 from flask_a2a.push import NotificationVerifier, ReplayedNotification
 from flask_a2a.push.queue import PushQueue, RetryPolicy, lane_id
 from flask_a2a.testing import A2ATestClient
+from tests import stack
 from tests.conftest import wait_for
 from tests.live.test_rq_recipe import REDIS_URL, redis_answers
 from tests.live_server import free_port
@@ -266,7 +267,7 @@ def test_push_status_shows_the_owner_what_happened(
         )
     from flask_a2a.cli import a2a_cli
 
-    runner = app.test_cli_runner()  # the app as Flask's CLI loads it (any Flask)
+    runner = stack.cli_runner(app)  # the app as Flask's CLI loads it (any Flask)
     shown = runner.invoke(a2a_cli, ["push-status", task["id"], "--owner", "alice"])
     other = runner.invoke(a2a_cli, ["push-status", task["id"], "--owner", "mallory"])
     assert shown.exit_code == 0, shown.output

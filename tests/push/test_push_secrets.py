@@ -23,6 +23,7 @@ from flask_a2a.protocol.model import AuthenticationInfo, PushConfig
 from flask_a2a.push.secrets import MARKER, PushSecrets
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
+from tests import stack
 from tests.conftest import SQL_KINDS, Gate, echo
 from tests.webhook import Webhook, wait_until
 
@@ -100,7 +101,7 @@ def assert_secret_headers(hook: Webhook, path: str = "/hook") -> None:
 
 
 def cli(app: Flask, *args: str) -> Result:
-    return app.test_cli_runner().invoke(a2a_cli, list(args))
+    return stack.cli_runner(app).invoke(a2a_cli, list(args))
 
 
 def get_config(app: Flask, task_id: str, config_id: str = "c1") -> t.Any:

@@ -21,6 +21,7 @@ from flask_a2a.exchange.runner import gevent_patched
 from flask_a2a.store import MemoryStore
 from flask_a2a.store.sql import SQLStore
 from flask_a2a.testing import A2ATestClient
+from tests import stack
 from tests.conftest import echo, token_principal
 from tests.live_server import LiveGunicorn
 
@@ -59,7 +60,7 @@ def test_the_apps_database_holds_the_tasks_whatever_the_order(
     with caplog.at_level(logging.INFO, "flask_a2a"):
         app, a2a, db = build(order, app_database_url)
         # The first use is a CLI command: it chooses the store the requests then use.
-        cli = app.test_cli_runner()
+        cli = stack.cli_runner(app)
         assert cli.invoke(a2a_cli, ["tasks", "alice"]).exit_code == 0
         client = A2ATestClient(app, "alice")
         done = client.send("hi", skill="echo")["task"]
