@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typing as t
 
+from click.testing import Result
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
@@ -28,9 +29,25 @@ def set_cookie(client: FlaskClient, key: str, value: str) -> None:
 CLICK: t.Final = release(installed("click") or "0")
 
 
+class _BothStreams(Result):
+    """click 8.2's result on an older click: ``output`` is what the terminal showed (stdout,
+    then stderr here), ``stdout`` and ``stderr`` apart."""
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+class _ApartRunner(FlaskCliRunner):
+    def invoke(self, *args: t.Any, **kwargs: t.Any) -> Result:
+        result = super().invoke(*args, **kwargs)
+        result.__class__ = _BothStreams
+        return result
+
+
 def cli_runner(app: Flask) -> FlaskCliRunner:
-    """Flask's CLI runner with stdout and stderr apart, on every click (8.2 keeps them apart
-    and dropped the flag; before it they were mixed unless asked)."""
+    """Flask's CLI runner as click 8.2 has it on every click: stdout and stderr apart, and
+    both in ``output`` (before 8.2 they were mixed into stdout unless asked)."""
     if CLICK >= (8, 2):
         return app.test_cli_runner()
-    return app.test_cli_runner(mix_stderr=False)
+    return _ApartRunner(app, mix_stderr=False)
