@@ -112,7 +112,11 @@ class SSEReader:
 
         def read() -> None:
             try:
-                for line in self.response.iter_lines(decode_unicode=True):
+                # chunk_size=1: Werkzeug 2.0's dev server (the floors) sends a stream unchunked
+                # (Connection: close, no length), and requests then waits for a whole 512-byte
+                # read, holding back a short event (the snapshot) until the next one comes;
+                # Werkzeug 2.1+ sends it chunked, each chunk read as it arrives.
+                for line in self.response.iter_lines(chunk_size=1, decode_unicode=True):
                     if line and line.startswith("data:"):
                         self._queue.put(json.loads(line[5:]))
             except Exception as exc:  # the test sees it as the stream's end
