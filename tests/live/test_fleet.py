@@ -179,9 +179,12 @@ def test_redis_killed_mid_stream_falls_back_to_polling_and_resumes_after_restart
     finally:
         logs = [replica.stop() for replica in fleet.replicas]
         server.stop()
-    for log in logs:  # one line for the outage, one for the recovery: not one per event
-        assert log.count("Redis does not answer") == 1, log
-        assert log.count("Redis answers again") == 1, log
+    for log in logs:  # a line for the outage, one for the recovery: not one per event
+        outages = log.count("Redis does not answer")
+        # redis-py 4.1 (the floor) can see the killed server answer once more as it dies: a
+        # second outage of a few ms, logged as such, never a line per event or retry
+        assert 1 <= outages <= 2, log
+        assert log.count("Redis answers again") == outages, log
 
 
 def rebuilt(events: list[t.Any]) -> dict[str, t.Any]:
