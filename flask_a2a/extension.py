@@ -26,10 +26,12 @@ from .card.document import (
 )
 from .cli_entry import a2a_cli as lazy_a2a_cli
 from .config import DEFAULTS, Settings
+from .entities.dispatch import AppDispatcher
 from .entities.entity import Entity, EntityGate
 from .entities.registry import EntityRegistry
 from .exchange.bus import Bus
 from .exchange.methods import Exchange
+from .exchange.reentry import ReentryHook
 from .exchange.router import Skill
 from .exchange.runner import Runner, default_runner
 from .exchange.tasks import TaskUpdater
@@ -61,6 +63,7 @@ if t.TYPE_CHECKING:
 PrincipalHook = t.Callable[[], "Principal | str | int | None"]
 ExtendedCardHook = t.Callable[[Principal], t.Any]
 OwnerLookup = t.Callable[[str], "str | int | None"]
+OwnerName = t.Callable[[str], "str | None"]
 
 #: The views of an agent's blueprint the agent role serves.
 _ROLE_VIEWS: t.Final = (
@@ -89,8 +92,12 @@ class A2AState:
         self.entities: EntityRegistry | None = None
         #: Seals push secrets at rest (the memory store keeps them as given, in memory).
         self.push_secrets: PushSecrets | None = None
+        #: The endpoint names this agent serves (``A2A.endpoints``); set by ``init_app``.
+        self.endpoints: tuple[str, ...] = ()
         #: The host's ``owner_lookup`` (a user name to an owner id, for ``flask a2a``).
         self.owner_lookup: OwnerLookup | None = None
+        #: The host's ``owner_name`` (an owner id to the name the console shows).
+        self.owner_name: OwnerName | None = None
         #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
         self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
         #: The agent's name (``A2A(name=...)``) and where its card is served.
@@ -182,6 +189,12 @@ class A2A:
     its own (``store=``, ``runner=``, ``bus=``).
     :param owner_lookup: ``lookup(name) -> owner id | None``, run in the app context: lets an
         operator name a user (``flask a2a tasks susan``) where owners are ids.
+    :param owner_name: ``owner_name(owner_id) -> str | None``, run in the request: the name the
+        console shows for its user ("Signed in as alice", not "2"); the reverse of
+        ``owner_lookup``.
+    :param reentry: ``hook(reentry)``, run on every request a run re-enters the app with
+        (entity skills, ``TaskContext.call_app``): adds the headers or WSGI environ keys the
+        host's own hooks need (:class:`flask_a2a.Reentry`); an ``Entity``'s own runs after it.
 
     Settings are ``A2A_*`` config keys read once in :meth:`init_app` (docs/configuration.md).
     """
@@ -208,6 +221,8 @@ class A2A:
         config: t.Mapping[str, t.Any] | None = None,
         well_known_card: bool | None = None,
         owner_lookup: OwnerLookup | None = None,
+        reentry: ReentryHook | None = None,
+        owner_name: OwnerName | None = None,
     ) -> None:
         self._name = check_name(name) if name is not None else DEFAULT_AGENT
         self._prefix = (url_prefix or "").rstrip("/")
@@ -221,6 +236,10 @@ class A2A:
         self._bus = bus
         self._console_admin = console_admin
         self._owner_lookup = owner_lookup
+        self._owner_name = owner_name
+        if reentry is not None and not callable(reentry):
+            raise TypeError("A2A reentry= must be a function of a flask_a2a.Reentry")
+        self._reentry = reentry
         self._entities = list(entities)
         self._entity_gate = entity_gate
         self._push_client = push_client
@@ -303,7 +322,8 @@ class A2A:
             client=self._push_client,
             resolver=self._push_resolver,
         )
-        entities = EntityRegistry(self._entities, app, self._entity_gate)
+        dispatcher = AppDispatcher(app, self._reentry)
+        entities = EntityRegistry(self._entities, dispatcher, self._entity_gate)
         skills = list(self._skills)
         if not settings.disable_entity_skills:
             with app.app_context():  # the gate may read the app's config
@@ -324,6 +344,7 @@ class A2A:
         )
         # Handlers and job workers use the app as a view does: current_app, db.session.
         exchange.runs.run_context = app.app_context
+        exchange.runs.reenter = dispatcher
         exchange.updater_context = lambda: _app_context(app)
         store.when_chosen(lambda chosen: watch_replicas(exchange))
         if settings.fleet_limits:
@@ -342,6 +363,7 @@ class A2A:
         state.store_handle = store
         state.card_path = card_path
         state.owner_lookup = self._owner_lookup
+        state.owner_name = self._owner_name
         self._states[app] = state
         registry.states[self._name] = state
         share_bus([s.exchange for s in registry.states.values() if s.exchange.bus is bus])
@@ -365,6 +387,7 @@ class A2A:
                 from .console import register as register_console
 
                 register_console(app, settings.console_path, self._console_admin)
+        state.endpoints = _endpoints_of(app, blueprint.name, console=first is None)
         if settings.role == "agent" and not registry.guarded:
             registry.guarded = True  # one guard serves every agent's endpoints
             state.cards.guard_agent_role(app, registry.role_endpoints)
@@ -396,6 +419,12 @@ class A2A:
 
     def exchange(self, app: Flask | None = None) -> Exchange:
         return self.state(app).exchange
+
+    def endpoints(self, app: Flask | None = None) -> tuple[str, ...]:
+        """Every endpoint name this agent serves: its exchange, REST binding, card, JWKS and
+        health route, and the console's (the first agent's). For a CSRF check of the app's own
+        to skip: ``if request.endpoint not in a2a.endpoints(): check_csrf()``."""
+        return self.state(app).endpoints
 
     def skills(self, app: Flask | None = None) -> list[Skill]:
         """Every skill the exchange serves (what feeds the agent card)."""
@@ -443,6 +472,16 @@ class A2A:
                 if run.owner == owner:
                     state.exchange.forget(run.task_id)
         return removed
+
+
+def _endpoints_of(app: Flask, blueprint: str, *, console: bool) -> tuple[str, ...]:
+    """The endpoints of an agent's blueprint (and of the console, the first agent's)."""
+    from .console.views import BLUEPRINT as CONSOLE
+
+    mine = {blueprint, CONSOLE} if console else {blueprint}
+    return tuple(
+        sorted({r.endpoint for r in app.url_map.iter_rules() if r.endpoint.split(".")[0] in mine})
+    )
 
 
 def _exempt_from_csrf(app: Flask) -> bool:
