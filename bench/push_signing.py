@@ -81,7 +81,7 @@ def main() -> None:
         verifier.replay.first_use = lambda jti, until: True  # type: ignore[method-assign]
 
         def verify(n: int, verifier: NotificationVerifier = verifier, token: str = token) -> None:
-            verifier.verify_parts(token, BODY)
+            verifier.verify_parts(token, BODY, config_id=CONFIG.id, token=CONFIG.token)
 
         signing = per_call_us(sign, args.count, args.rounds)
         checking = per_call_us(verify, args.count, args.rounds)
