@@ -247,7 +247,7 @@ class PushSender:
             headers = _headers(config)
             if self.signer is not None:
                 jti = job.jti or new_id()
-                self.signer.add_to(headers, config.url, config.task_id, jti, job.body)
+                self.signer.add_to(headers, config, jti, job.body)
             response = self.client.post(config.url, job.body, headers, self.timeout)
         except requests.RequestException as exc:
             log.warning(
