@@ -10,6 +10,7 @@ holds them all.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import typing as t
 import weakref
 
@@ -26,6 +27,7 @@ from .card.document import (
 )
 from .cli_entry import a2a_cli as lazy_a2a_cli
 from .config import DEFAULTS, Settings
+from .csrf import endpoints_of, exempt_from_csrf, exempt_from_csrf_hook
 from .entities.dispatch import AppDispatcher
 from .entities.entity import Entity, EntityGate
 from .entities.registry import EntityRegistry
@@ -44,7 +46,7 @@ from .push.secrets import PushSecrets
 from .store.base import Store, holds_nothing_at_rest
 from .store.choice import LazyStore, chosen_store, store_for
 from .versions import check_versions
-from .views import agent_blueprint, exchange_view, rest_unrouted, rest_view
+from .views import agent_blueprint, rest_unrouted
 from .wiring import (
     default_bus,
     mounted,
@@ -297,7 +299,11 @@ class A2A:
                     f"{rule.rule!r} ({rule.endpoint!r}); choose another A2A_REST_PATH, "
                     "or '' to serve no REST binding"
                 )
-        check_card_config(self._card, settings, self._signing_keys, app)
+        card = self._card
+        if not card.name:  # the app's name, as its users know it (and the agent's, if named)
+            named = app.name if self._name == DEFAULT_AGENT else f"{app.name} {self._name}"
+            card = dataclasses.replace(card, name=named)
+        check_card_config(card, settings, self._signing_keys, app)
         if first is not None and self._store is None and first.store_handle is not None:
             store = first.store_handle  # the agents of one app share the store
         else:
@@ -338,9 +344,9 @@ class A2A:
             runner,
             extended_card=self._extended_card,
             push=push,
-            extensions=declared_extensions(self._card.extensions),
+            extensions=declared_extensions(card.extensions),
             bus=bus,
-            default_modes=(self._card.default_input_modes, self._card.default_output_modes),
+            default_modes=(card.default_input_modes, card.default_output_modes),
         )
         # Handlers and job workers use the app as a view does: current_app, db.session.
         exchange.runs.run_context = app.app_context
@@ -351,7 +357,7 @@ class A2A:
             from .fleet.limits import install_fleet_limits
 
             install_fleet_limits(exchange)
-        state = A2AState(exchange, self._principal, self._card, self._signing_keys)
+        state = A2AState(exchange, self._principal, card, self._signing_keys)
         scoping = state.scoping = Scoping(self._name, registry)
         # The host's code (handlers, the extended card hook) sees the caller's own tenant.
         exchange.runs.handler_principal = scoping.host
@@ -377,8 +383,8 @@ class A2A:
         if first is None:
             app.extensions["a2a"] = state
             app.extensions[REGISTRY_KEY] = registry
-            state.csrf_exempted = _exempt_from_csrf(app)  # CSRFProtect registered before A2A
-            app.before_request(_exempt_from_csrf_hook)  # ... or after: this runs before its check
+            state.csrf_exempted = exempt_from_csrf(app)  # CSRFProtect registered before A2A
+            app.before_request(exempt_from_csrf_hook)  # ... or after: this runs before its check
             app.before_request(rest_unrouted)  # every agent's REST prefix
             # `flask a2a` on the app itself too: Flask before 2.1 finds plugin commands only
             # through pkg_resources, which setuptools 81 and newer no longer ship.
@@ -387,7 +393,7 @@ class A2A:
                 from .console import register as register_console
 
                 register_console(app, settings.console_path, self._console_admin)
-        state.endpoints = _endpoints_of(app, blueprint.name, console=first is None)
+        state.endpoints = endpoints_of(app, blueprint.name, console=first is None)
         if settings.role == "agent" and not registry.guarded:
             registry.guarded = True  # one guard serves every agent's endpoints
             state.cards.guard_agent_role(app, registry.role_endpoints)
@@ -472,39 +478,6 @@ class A2A:
                 if run.owner == owner:
                     state.exchange.forget(run.task_id)
         return removed
-
-
-def _endpoints_of(app: Flask, blueprint: str, *, console: bool) -> tuple[str, ...]:
-    """The endpoints of an agent's blueprint (and of the console, the first agent's)."""
-    from .console.views import BLUEPRINT as CONSOLE
-
-    mine = {blueprint, CONSOLE} if console else {blueprint}
-    return tuple(
-        sorted({r.endpoint for r in app.url_map.iter_rules() if r.endpoint.split(".")[0] in mine})
-    )
-
-
-def _exempt_from_csrf(app: Flask) -> bool:
-    """Exempt the exchange view from Flask-WTF's ``CSRFProtect`` when the app has one.
-
-    The exchange is no form endpoint: its Origin gate (a cross-site browser POST is refused
-    before the body is read) and its JSON content type are its CSRF defence, and A2A clients
-    carry no CSRF token. Only this view is exempted; the app's own routes stay checked.
-    """
-    exempt = getattr(app.extensions.get("csrf"), "exempt", None)
-    if exempt is None:
-        return False
-    exempt(exchange_view)
-    exempt(rest_view)
-    return True
-
-
-def _exempt_from_csrf_hook() -> None:
-    """Registered by ``init_app``, so it runs before the check of a ``CSRFProtect`` set up
-    later (before-request hooks run in registration order); once done, it only reads a flag."""
-    state = _state()
-    if not state.csrf_exempted:
-        state.csrf_exempted = _exempt_from_csrf(current_app)
 
 
 def _app_context(app: Flask) -> t.ContextManager[object]:

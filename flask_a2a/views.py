@@ -11,6 +11,7 @@ import io
 import typing as t
 
 from flask import Blueprint, Flask, Request, Response, current_app, request
+from werkzeug.exceptions import HTTPException
 
 from .agents import DEFAULT_AGENT, agents
 from .bindings import jsonrpc as jsonrpc_binding
@@ -185,7 +186,10 @@ class _Refresh:
         environ["CONTENT_LENGTH"] = "0"
         app = self.app
         with app.request_context(environ):
-            if app.preprocess_request() is not None:
+            try:
+                if app.preprocess_request() is not None:
+                    return None  # the host's hooks answered instead: a refusal
+            except HTTPException:  # ... or aborted (a ban, a CSRF check, a login hook)
                 return None
             return self.state.resolve_principal()
 

@@ -24,6 +24,7 @@ from werkzeug.exceptions import HTTPException
 from flask_a2a import A2A, Entity, Principal, Skill, TaskContext
 
 TOKENS: t.Final = {"tok-alice": "alice", "tok-bob": "bob", "tok-mallory": "mallory"}
+#: Users banned when the app starts (``Hooked.banned`` may ban more meanwhile).
 BANNED_USERS: t.Final = frozenset({"mallory"})
 #: An address the app has banned (a loopback one: tests use nothing else).
 BANNED_ADDRESS: t.Final = "127.0.0.66"
@@ -42,6 +43,8 @@ class Hooked:
     seen: list[tuple[str, str]]
     #: The headers and environ keys the last re-entered API call carried.
     last_api: dict[str, t.Any]
+    #: The banned users (the ban hook and the principal hook read it at each request).
+    banned: set[str]
 
 
 def api_user() -> str | None:
@@ -79,6 +82,7 @@ def make_hooked_app(
     seen: list[tuple[str, str]] = []
     last_api: dict[str, t.Any] = {}
     exempt: set[str] = set()
+    banned = set(BANNED_USERS)
 
     @app.before_request
     def track_ip() -> None:
@@ -101,7 +105,7 @@ def make_hooked_app(
 
     @app.before_request
     def bans() -> None:
-        if api_user() in BANNED_USERS:
+        if api_user() in banned:
             abort(403, "You have been banned")
 
     for status in (401, 403, 404, 405, 429):
@@ -134,8 +138,10 @@ def make_hooked_app(
         abort(429, "Slow down")
 
     def principal() -> Principal | None:
+        """The gate for account state: a banned user resolves to no owner (streams re-check
+        it at each keep-alive, where the app's own ``before_request`` hooks do not run)."""
         user = api_user()
-        return Principal(owner=user) if user is not None else None
+        return Principal(owner=user) if user is not None and user not in banned else None
 
     def echo(task: TaskContext) -> None:
         task.complete(task.message.text or "")
@@ -150,4 +156,4 @@ def make_hooked_app(
         **a2a_options,
     )
     exempt.update(csrf_exempt(a2a))
-    return Hooked(app, a2a, seen, last_api)
+    return Hooked(app, a2a, seen, last_api, banned)

@@ -455,8 +455,13 @@ def test_entry_point_registers_the_group() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [["tasks", "alice"], ["export-user", "alice"], ["erase-user", "alice", "--yes"],
-                ["trim"]],  # fmt: skip
+    "command",
+    [
+        ["tasks", "alice"],
+        ["export-user", "alice"],
+        ["erase-user", "alice", "--yes"],
+        ["trim"],
+    ],  # fmt: skip
 )
 def test_commands_refuse_a_store_that_lives_in_the_server(command: list[str]) -> None:
     """The example agent keeps tasks in the memory store, in its server's process: in the
@@ -473,12 +478,13 @@ def test_commands_refuse_a_store_that_lives_in_the_server(command: list[str]) ->
     assert done.returncode == 1, done.stdout
     assert done.stdout == ""
     refusal = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
-    assert refusal == [
+    expected = (
         f"Error: flask a2a {command[0]}: the memory store keeps tasks inside the server process "
         "that made them, and this command runs in a process of its own, which holds none of "
         "them; to manage tasks from the command line, use a SQL store (A2A_DATABASE_URL, or "
         "Flask-SQLAlchemy on the app)"
-    ]
+    )
+    assert refusal == [expected]
 
 
 # ------------------------------------------------------------------ the exchange's log lines

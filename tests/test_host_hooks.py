@@ -5,6 +5,7 @@ the binding's errors."""
 
 from __future__ import annotations
 
+import json
 import typing as t
 
 import pytest
@@ -12,6 +13,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from flask_a2a import Entity, Reentry, Skill, TaskContext
 from flask_a2a.testing import A2ATestClient
+from tests.conftest import Gate
 from tests.hooked_app import BANNED_ADDRESS, NoteSchema, make_hooked_app
 
 ALICE: t.Final = {"Authorization": "Token tok-alice"}
@@ -213,3 +215,58 @@ def test_endpoints_lets_a_home_made_csrf_check_skip_the_exchange() -> None:
     sent = client.rpc("SendMessage", {"message": client.message("hi", skill="echo")})
     assert sent.result["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert {"a2a.exchange", "a2a.rest", "a2a.agent_card"} <= set(hooked.a2a.endpoints())
+
+
+# ------------------------------------------------------------------ 8: smaller frictions
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "rest"])
+def test_a_stream_whose_caller_is_banned_ends_with_an_error_event(binding: str) -> None:
+    gate = Gate()
+    hooked = make_hooked_app(
+        skills=[Skill(id="gate", name="Gate", description="g", handler=gate.handler)],
+        config={"A2A_KEEPALIVE_INTERVAL": 0.05},
+    )
+    client = A2ATestClient(hooked.app, binding=binding)
+    params = {"message": client.message("hold", skill="gate")}
+    response = client.call("SendStreamingMessage", params, headers=ALICE, buffered=False)
+    frames = (c.decode() if isinstance(c, bytes) else c for c in response.response)
+    first = next(f for f in frames if f.startswith("data: "))
+    assert client.event(json.loads(first[6:]))["result"]["task"]["id"]
+    hooked.banned.add("alice")
+    rest = [f for f in frames if f.startswith("data: ")]
+    gate.release.set()
+    last = json.loads(rest[-1][6:])  # the refusal, then the stream closes
+    assert all("error" not in json.loads(f[6:]) for f in rest[:-1])
+    if binding == "jsonrpc":
+        assert last["id"] is not None and last["error"]["code"] == -31401
+        assert last["error"]["message"].startswith("Authentication required: the caller no")
+    else:
+        assert (last["error"]["code"], last["error"]["status"]) == (401, "UNAUTHENTICATED")
+
+
+def test_the_cards_default_name_is_the_apps() -> None:
+    hooked = make_hooked_app()
+    card = hooked.app.test_client().get("/.well-known/agent-card.json").get_json()
+    assert card["name"] == hooked.app.name == "tests.hooked_app"
+
+
+def test_the_client_hears_the_hosts_words() -> None:
+    """Over a real socket: a refusal on the exchange is the binding's error, raised as its
+    class; a page the client still meets elsewhere is quoted by its heading."""
+    from flask_a2a import A2AClient, A2AClientError, ForbiddenError
+    from tests.live_server import werkzeug_server
+
+    hooked = make_hooked_app()
+    with werkzeug_server(hooked.app) as url:
+        with pytest.raises(ForbiddenError) as refused:
+            A2AClient(url + "/a2a").list_tasks()  # no token: the host's CSRF check
+        assert str(refused.value) == "Forbidden: The CSRF token is missing or wrong"
+        with pytest.raises(A2AClientError) as page:
+            A2AClient(
+                url + "/api/v1/limited", headers={"Authorization": "Token tok-bob"}
+            ).list_tasks()
+    assert str(page.value) == (  # a GET route: the app's own 405 page
+        "HTTP 405: the answer is not JSON-RPC: Method Not Allowed: The method is not allowed "
+        "for the requested URL."
+    )

@@ -14,9 +14,10 @@ import dataclasses
 import json
 import typing as t
 
+from ..protocol.model import Message, Principal
+
 if t.TYPE_CHECKING:
     from .calls import HeaderLookup, HTTPRequest
-    from .tasks import TaskContext
 
 #: The caller's headers a run re-enters the app with: its credentials, nothing else of theirs.
 CREDENTIAL_HEADERS: t.Final = ("Cookie", "Authorization", "X-API-Key")
@@ -65,13 +66,25 @@ class Caller:
         return cls(credential_headers(http.headers), origin_environ(http.environ))
 
 
+class RunOf(t.Protocol):
+    """What a re-entry knows of the run it is made for (a ``TaskContext``)."""
+
+    @property
+    def caller(self) -> Caller: ...
+    @property
+    def principal(self) -> Principal: ...
+    @property
+    def message(self) -> Message: ...
+
+
 @dataclasses.dataclass
 class Reentry:
     """One request about to re-enter the app; a re-entry hook may change ``headers`` (added to
     the request's) and ``environ`` (WSGI keys set on it) before it runs.
 
     ``headers`` starts with the caller's credentials and :data:`API_HEADERS`; ``environ`` with
-    the caller's origin keys. ``task`` is the run's context (its principal, skill, message).
+    the caller's origin keys. ``task`` is the run it is made for (its caller, principal and
+    message).
     """
 
     method: str
@@ -83,12 +96,12 @@ class Reentry:
     json: t.Any
     headers: dict[str, str]
     environ: dict[str, t.Any]
-    task: TaskContext
+    task: RunOf
 
     @classmethod
     def of(
         cls,
-        task: TaskContext,
+        task: RunOf,
         method: str,
         path: str,
         *,

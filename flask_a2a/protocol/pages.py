@@ -19,7 +19,6 @@ MAX_PAGE_BYTES: t.Final = 64 * 1024
 #: The most words quoted.
 MAX_TEXT: t.Final = 300
 _SKIPPED: t.Final = frozenset({"script", "style", "template", "noscript", "head", "svg"})
-_BLOCKS: t.Final = frozenset({"p", "div", "li", "td", "pre", "section", "article", "main"})
 
 
 class _Reader(html.parser.HTMLParser):
@@ -49,13 +48,10 @@ class _Reader(html.parser.HTMLParser):
         elif any(tag in ("h1", "h2") for tag in self._open):
             if not self.after_heading:
                 self.heading.append(text)
-        elif self.heading and not self.after_heading and self._in_block():
+        elif self.heading and not self.after_heading:
             self.after_heading.append(text)
         elif not self.first:
             self.first.append(text)
-
-    def _in_block(self) -> bool:
-        return any(tag in _BLOCKS for tag in self._open)
 
 
 def page_text(body: bytes, mimetype: str) -> str:

@@ -550,6 +550,4 @@ def test_a_token_api_that_reads_json_requests_only(context: BrowserContext) -> N
         choose(page, "echo")
         page.fill("#text", "hello from a JSON-only app")
         page.click("#send-button")
-        expect(page.locator("#watch-state")).to_have_attribute(
-            "data-state", "TASK_STATE_COMPLETED"
-        )
+        expect(page.locator("#watch-state")).to_have_attribute("data-state", "TASK_STATE_COMPLETED")
