@@ -121,7 +121,7 @@ def test_a_dripping_answer_is_cut_at_the_attempts_deadline(
     print(f"\na dripping receiver ({connection}) held the attempt {held:.2f} s ({TIMEOUT} s)")
     assert held < TIMEOUT + 2.0
     assert len(seen.requests) == (2 if connection == "kept alive" else 1)
-    assert 1 <= seen.sent <= 6  # it got a few bytes in, no more
+    assert 1 <= seen.sent <= 8  # it dripped a few bytes in (one each 0.5 s), no more
     (line,) = [line for line in lines(caplog, "push delivery failed") if task_id in line]
     assert "timed out" in line and "1 s deadline (A2A_PUSH_TIMEOUT)" in line
 
