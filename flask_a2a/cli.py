@@ -181,11 +181,18 @@ def _shared_store(state: A2AState, command: str) -> None:
     lister = getattr(store, "owners", None)
     if lister is not None and lister():
         return
+    handle = state.store_handle
+    if handle is not None and handle.given:
+        fix = (
+            f"you passed store={type(store).__name__}() to A2A: leave store= out to use "
+            "A2A_DATABASE_URL or the app's Flask-SQLAlchemy database"
+        )
+    else:
+        fix = "use a SQL store (A2A_DATABASE_URL, or Flask-SQLAlchemy on the app)"
     raise click.ClickException(
         f"flask a2a {command}: {what} keeps tasks inside the server process that made them, "
         "and this command runs in a process of its own, which holds none of them; to manage "
-        "tasks from the command line, use a SQL store (A2A_DATABASE_URL, or Flask-SQLAlchemy "
-        "on the app)"
+        f"tasks from the command line, {fix}"
     )
 
 

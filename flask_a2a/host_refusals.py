@@ -14,7 +14,9 @@ Two ways a refusal arrives, both caught per blueprint:
   prefers to the app's own for requests routed to it;
 - a page the hook returns itself: an ``after_request`` on the blueprint converts any answer of
   400 or more that no view of ours made (a ``before_request`` of the blueprint, which runs
-  after the app's hooks, marks a request that reached our views).
+  after the app's hooks, marks a request that reached our views). On the API endpoints a
+  redirect is one too (a login or password-change hook's, which an A2A client would follow to
+  an HTML page): -31401, naming where it pointed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from werkzeug.http import HTTP_STATUS_CODES
 
 from .protocol.errors import HOST_REFUSALS, A2AError, host_refusal
 from .protocol.pages import answer_text
+from .protocol.scrub import scrub
 
 #: ``request.environ`` key: the request passed the host's hooks (or its refusal was answered).
 PASSED_HOOKS: t.Final = "flask_a2a.passed_host_hooks"
@@ -34,10 +37,15 @@ PASSED_HOOKS: t.Final = "flask_a2a.passed_host_hooks"
 Answer = t.Callable[[A2AError], Response]
 
 
-def answer_host_refusals(bp: Blueprint, answer: t.Callable[[], Answer]) -> None:
+def answer_host_refusals(
+    bp: Blueprint,
+    answer: t.Callable[[], Answer],
+    redirects: t.Callable[[], bool] = lambda: False,
+) -> None:
     """Answer the host's refusals on ``bp``'s endpoints with ``answer()(error)``
     (``answer`` chooses by ``request.endpoint``: JSON-RPC for the exchange, REST for the
-    rest)."""
+    rest). Where ``redirects()`` says so (an API endpoint, which no client follows to a page),
+    a redirect made by the host's hooks is refused too, naming where it pointed."""
 
     def handled(exc: HTTPException) -> Response:
         status = exc.code or 500
@@ -53,10 +61,16 @@ def answer_host_refusals(bp: Blueprint, answer: t.Callable[[], Answer]) -> None:
 
     @bp.after_request
     def converted(response: Response) -> Response:
-        if response.status_code < 400 or request.environ.get(PASSED_HOOKS):
-            return response
-        words = answer_text(response.get_data()[:65536], response.mimetype or "")
         status = response.status_code
+        if request.environ.get(PASSED_HOOKS) or status < 300:
+            return response
+        if status < 400:
+            if not redirects():
+                return response
+            where = scrub(response.headers.get("Location", "?"))[:300]
+            phrase = HTTP_STATUS_CODES.get(status, "Redirect")
+            return _refusal(answer(), 401, f"{phrase}: the app redirected it to {where}", None)
+        words = answer_text(response.get_data()[:65536], response.mimetype or "")
         return _refusal(answer(), status, words or HTTP_STATUS_CODES.get(status, "Refused"), None)
 
 

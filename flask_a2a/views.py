@@ -203,6 +203,11 @@ def _refusal_answer() -> t.Callable[[A2AError], Response]:
     return lambda error: _answer(state, rest_binding.error_reply(error))
 
 
+def _is_api() -> bool:
+    """The request is for the exchange or the REST binding (not the card, a GET page)."""
+    return (request.endpoint or "").rpartition(".")[2] in ("exchange", "rest", "rest_root")
+
+
 def agent_blueprint(
     settings: Settings, cards: CardPublisher, prefix: str, well_known: bool, app: Flask
 ) -> Blueprint:
@@ -215,7 +220,7 @@ def agent_blueprint(
             settings.rest_mount + "/<path:route>", "rest", rest_view, methods=ALL_METHODS
         )
     cards.add_routes(bp, prefix, well_known)
-    answer_host_refusals(bp, _refusal_answer)
+    answer_host_refusals(bp, _refusal_answer, redirects=_is_api)
     # The metrics are the process's: an agent whose metrics path is taken serves none.
     taken = {rule.rule for rule in app.url_map.iter_rules()}
     if settings.metrics_path and settings.metrics_path not in taken:

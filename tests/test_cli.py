@@ -584,3 +584,13 @@ class A2AClientForLogs:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)  # a subprocess's socket: there is no event to await
+
+
+def test_the_refusal_names_a_memory_store_the_host_passed(make_app: t.Callable[..., Flask]) -> None:
+    app = make_app(store=MemoryStore())  # holds nothing: as in a command's own process
+    result = run(app, "tasks", "alice")
+    assert result.exit_code == 1
+    assert result.output.strip().endswith(
+        "to manage tasks from the command line, you passed store=MemoryStore() to A2A: leave "
+        "store= out to use A2A_DATABASE_URL or the app's Flask-SQLAlchemy database"
+    )

@@ -9,6 +9,7 @@ import json
 import typing as t
 
 import pytest
+from flask import redirect, request
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from flask_a2a import Entity, Reentry, Skill, TaskContext
@@ -269,4 +270,37 @@ def test_the_client_hears_the_hosts_words() -> None:
     assert str(page.value) == (  # a GET route: the app's own 405 page
         "HTTP 405: the answer is not JSON-RPC: Method Not Allowed: The method is not allowed "
         "for the requested URL."
+    )
+
+
+def test_a_hooks_redirect_on_the_exchange_is_refused_naming_where_it_pointed() -> None:
+    hooked = make_hooked_app()
+
+    @hooked.app.before_request
+    def change_password() -> t.Any:  # CTFd's: a user who must change their password
+        if request.headers.get("Authorization") == "Token tok-bob":
+            return redirect("/reset_password/abc")
+        return None
+
+    client = A2ATestClient(hooked.app)
+    refused = client.rpc("ListTasks", {}, headers={"Authorization": "Token tok-bob"})
+    assert (refused.status, refused.code) == (401, -31401)
+    assert refused.error["message"] == "Found: the app redirected it to /reset_password/abc"
+    card = hooked.app.test_client().get(
+        "/.well-known/agent-card.json", headers={"Authorization": "Token tok-bob"}
+    )
+    assert card.status_code == 302  # a page's GET may be redirected: it stays as it is
+
+
+def test_an_error_page_is_read_by_its_headings_not_its_frame() -> None:
+    from flask_a2a.protocol.pages import page_text
+
+    ctfd_like = (
+        b"<html><head><title>CTFd</title><link rel=stylesheet href=x></head><body><nav><a>Users"
+        b"</a></nav><main><div class='jumbotron'><h1>Forbidden</h1><hr><h2>You have been banned"
+        b"</h2></div></main><footer><small>Powered by CTFd</small></footer></body></html>"
+    )
+    assert page_text(ctfd_like, "text/html") == "Forbidden: You have been banned"
+    assert page_text(b"<h1><b>403</b> Forbidden</h1><p>Go <i>away</i>.</p>", "text/html") == (
+        "403 Forbidden: Go away."
     )

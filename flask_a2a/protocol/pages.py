@@ -18,24 +18,42 @@ from .scrub import scrub
 MAX_PAGE_BYTES: t.Final = 64 * 1024
 #: The most words quoted.
 MAX_TEXT: t.Final = 300
-_SKIPPED: t.Final = frozenset({"script", "style", "template", "noscript", "head", "svg"})
+#: Elements whose text is never a page's message: code, and the site's own frame around it.
+_SKIPPED: t.Final = frozenset(
+    {"script", "style", "template", "noscript", "head", "svg", "nav", "header", "footer"}
+)
+#: Elements that have no end tag.
+_VOID: t.Final = frozenset(
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+     "track", "wbr"}
+)  # fmt: skip
 
 
 class _Reader(html.parser.HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.title: list[str] = []
-        self.heading: list[str] = []
+        self.heading: list[list[str]] = []
         self.after_heading: list[str] = []
         self.first: list[str] = []
         self._open: list[str] = []
+        #: How deep the paragraph after the heading is open (0: it ended).
+        self._paragraph: int | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self._open.append(tag)
+        if tag in ("h1", "h2") and self._paragraph is None and not self._in_heading():
+            self.heading.append([])  # each heading its own phrase: "Forbidden: You are banned"
+        if tag not in _VOID:
+            self._open.append(tag)
+
+    def _in_heading(self) -> bool:
+        return any(tag in ("h1", "h2") for tag in self._open)
 
     def handle_endtag(self, tag: str) -> None:
         if tag in self._open:
             del self._open[len(self._open) - 1 - self._open[::-1].index(tag) :]
+        if self._paragraph is not None and len(self._open) < self._paragraph:
+            self._paragraph = 0  # the paragraph after the heading ended: it is whole
 
     def handle_data(self, data: str) -> None:
         text = " ".join(data.split())
@@ -45,11 +63,14 @@ class _Reader(html.parser.HTMLParser):
             self.title.append(text)
         elif any(tag in _SKIPPED for tag in self._open):
             return
-        elif any(tag in ("h1", "h2") for tag in self._open):
-            if not self.after_heading:
-                self.heading.append(text)
-        elif self.heading and not self.after_heading:
-            self.after_heading.append(text)
+        elif self._in_heading():
+            if self._paragraph is None and self.heading:
+                self.heading[-1].append(data)
+        elif self.heading and self._paragraph is None:
+            self._paragraph = len(self._open)
+            self.after_heading.append(data)
+        elif self._paragraph:
+            self.after_heading.append(data)
         elif not self.first:
             self.first.append(text)
 
@@ -71,9 +92,9 @@ def page_text(body: bytes, mimetype: str) -> str:
         except Exception:  # html.parser raises on little; a page it cannot read says nothing
             return ""
         if reader.heading:
-            words = " ".join(reader.heading)
+            words = ": ".join(" ".join("".join(h).split()) for h in reader.heading if h)
             if reader.after_heading:
-                words = f"{words}: {' '.join(reader.after_heading)}"
+                words = f"{words}: {''.join(reader.after_heading)}"
         else:
             words = " ".join(reader.title) or " ".join(reader.first)
     elif mimetype.startswith("text/") or not mimetype:

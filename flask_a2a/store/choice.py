@@ -195,6 +195,11 @@ class LazyStore:
         callback(self._store)
 
     @property
+    def given(self) -> bool:
+        """The host passed this store (``A2A(store=...)``)."""
+        return self._given
+
+    @property
     def shared(self) -> bool:
         """Other processes write the store; False until it is chosen (see ``when_chosen``)."""
         return self._store is not None and bool(getattr(self._store, "shared", False))
