@@ -39,6 +39,7 @@ from ..store.memory import matches, page_of
 from .bus import Bus, BusEvent, BusHooks
 from .calls import Call, Method, Reply
 from .media import MediaCheck
+from .reentry import Caller
 from .replicas import ReplicaWatch, is_shared
 from .retention import Retention
 from .router import Skill
@@ -48,7 +49,7 @@ from .runner import Runner
 from .runs import Runs, visible_record
 from .stream_replies import close_stream, stored_event, stream_reply
 from .streams import Seats, off_stack
-from .tasks import TaskUpdater, credential_headers
+from .tasks import TaskUpdater
 from .writer import TaskWriter
 
 log = logging.getLogger("flask_a2a")
@@ -273,7 +274,7 @@ class Exchange:
             message,
             call.principal,
             config,
-            credentials=credential_headers(call.http.headers),
+            caller=Caller.of(call.http),
             extensions=call.extensions,
             here=True,
         )
@@ -316,7 +317,7 @@ class Exchange:
                 call.principal,
                 config,
                 subscribe=True,
-                credentials=credential_headers(call.http.headers),
+                caller=Caller.of(call.http),
                 extensions=call.extensions,
             )
         except BaseException:
