@@ -43,7 +43,7 @@ from .protocol.extensions import declared_extensions
 from .protocol.model import Principal
 from .protocol.scrub import scrub
 from .push.secrets import PushSecrets
-from .store.base import Store, holds_nothing_at_rest
+from .store.base import ListQuery, Store, holds_nothing_at_rest
 from .store.choice import LazyStore, chosen_store, store_for
 from .versions import check_versions
 from .views import agent_blueprint, rest_unrouted
@@ -470,14 +470,31 @@ class A2A:
         Returns the number of rows removed.
         """
         mine = self.state(app)
+        every = mine.scoping.registry.states.values() if mine.scoping is not None else [mine]
+        pushes = [s.exchange.push for s in every if s.exchange.push is not None]
+        # Their ids first: a push queue keeps each task's delivery status beside the store.
+        task_ids = _task_ids(mine.exchange.store, owner) if any(p.queue for p in pushes) else []
         removed = mine.exchange.store.erase_owner(owner)
         # The store is shared by the app's agents: the owner's runs end in each of them.
-        every = mine.scoping.registry.states.values() if mine.scoping is not None else [mine]
         for state in every:
             for run in state.exchange.live_runs():
                 if run.owner == owner:
                     state.exchange.forget(run.task_id)
+        for push in pushes:  # and what their push queues hold for the owner
+            push.owner_erased(owner, task_ids)
         return removed
+
+
+def _task_ids(store: Store, owner: str) -> list[str]:
+    """Every task id of ``owner``, across tenants and scope sets."""
+    ids: list[str] = []
+    query = ListQuery(owner=owner, tenanted=False, scoped=False, limit=500)
+    while True:
+        page = store.list_tasks(query)
+        ids.extend(record.task.id for record in page.records if record.owner == owner)
+        if page.next_cursor is None or not page.records:
+            return ids
+        query = dataclasses.replace(query, cursor=page.next_cursor)
 
 
 def _app_context(app: Flask) -> t.ContextManager[object]:

@@ -175,7 +175,7 @@ class Dispatcher:
     ) -> None:
         """Queue one event for one config, start it, or drop it (stale or over a bound)."""
         key = (config.task_id, config.id)
-        job = Notification(config, version, body, telemetry.capture())
+        job = Notification(config, version, body, telemetry.capture(), owner=owner)
         with self._lock:
             lane = self._lanes.get(key)
             if lane is None:

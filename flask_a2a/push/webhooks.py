@@ -94,6 +94,7 @@ class PushSender:
         queue: PushQueue | None = None,
     ) -> None:
         self.store = store
+        self.spawn = spawn
         self.signer = signer
         self.queue = queue
         self.metrics = metrics
@@ -195,6 +196,40 @@ class PushSender:
     def forget(self, task_id: str) -> None:
         """The task's configs changed (or it is gone): the next event reads them again."""
         self._known.pop(task_id, None)
+
+    def task_deleted(self, task_id: str) -> None:
+        """The task was deleted (retention, erasure): what the queue holds for it goes too,
+        beside the task (a Redis call is never the task's wait)."""
+        self.forget(task_id)
+        queue = self.queue
+        if queue is not None:
+            self.spawn(lambda: self._unqueue(lambda: queue.lanes.drop_task(task_id)))
+
+    def config_deleted(self, task_id: str, config_id: str) -> None:
+        """A config was deleted: what the queue holds for it goes too."""
+        self.forget(task_id)
+        queue = self.queue
+        if queue is not None:
+            self.spawn(lambda: self._unqueue(lambda: queue.lanes.drop_config(task_id, config_id)))
+
+    def owner_erased(self, owner: str, task_ids: t.Sequence[str]) -> None:
+        """The owner's tasks (``task_ids``) were erased: everything the queue holds for them
+        goes, their delivery status too (now: an erasure's caller waits for it)."""
+        queue = self.queue
+        if queue is not None:
+            self._unqueue(lambda: queue.lanes.drop_owner(owner, task_ids))
+
+    def _unqueue(self, drop: t.Callable[[], int]) -> None:
+        """A deletion in the queue; while Redis does not answer, what it would delete lapses
+        on its own (``PushQueue.lane_seconds``)."""
+        queue = self.queue
+        assert queue is not None
+        if not queue.usable():
+            return
+        try:
+            drop()
+        except Exception as exc:  # redis errors: the lanes lapse within their lifetime
+            queue.unreachable(exc)
 
     def _configs(self, task_id: str, *, final: bool) -> list[PushConfig]:
         """The task's configs: one store read per ``refresh`` instead of one per event."""
