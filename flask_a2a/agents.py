@@ -14,15 +14,20 @@ tenant as it is, so an app with one agent keeps exactly the rows it had.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import typing as t
 
+from .protocol.limits import refusal
 from .protocol.model import Principal
+from .protocol.scrub import scrub
 
 if t.TYPE_CHECKING:
     from flask import Flask
 
     from .extension import A2AState
+
+log = logging.getLogger("flask_a2a")
 
 #: The name of an agent made without ``name=``; its tasks are stored as they always were.
 DEFAULT_AGENT: t.Final = "default"
@@ -115,10 +120,15 @@ class Scoping:
         if self.agent == DEFAULT_AGENT:
             tenant = principal.tenant
             if tenant is not None and tenant.startswith(SCOPE_MARK) and self.registry.several():
-                raise TypeError(
-                    f"the principal hook returned the tenant {tenant[:40]!r}: a tenant may not "
-                    f"start with {SCOPE_MARK!r} while several agents share the store"
+                # Hosts take the tenant from the request (a header, a subdomain): the caller's
+                # fault, refused like a bad param (-32602 / 400), never -32603.
+                why = f"must not start with {SCOPE_MARK!r} while several agents share the store"
+                log.warning(
+                    "a2a: the principal hook returned the tenant %s, which %s; refused",
+                    scrub(repr(tenant))[:60],
+                    why,
                 )
+                raise refusal("principal.tenant", why)
             return principal
         return Principal(
             principal.owner, principal.scopes, stored_tenant(self.agent, principal.tenant)

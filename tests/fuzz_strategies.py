@@ -349,6 +349,211 @@ PARAMS: t.Final[dict[str, st.SearchStrategy[t.Any]]] = {
     "GetExtendedAgentCard": obj(tenant=maybe(st.just(""))),
 }
 
+# --------------------------------------------------------------------------- A2A v0.3
+# The v0.3 shapes (docs/protocol-versions.md): JSON-RPC's kind-tagged objects, and the
+# HTTP+JSON routes' ProtoJSON. Mutated like the v1.0 ones: an array or an object where a role
+# or a state name goes is among what :func:`mutate` puts anywhere.
+
+V03_ROLES: t.Final = ["user", "user", "agent", "ROLE_USER", ["user"], {"role": "user"}]
+
+
+def v03_parts() -> st.SearchStrategy[t.Any]:
+    part = st.one_of(
+        obj(
+            kind=st.just("text"),
+            text=texts(),
+            metadata=maybe(st.dictionaries(texts(), json_values(), max_size=2)),
+        ),
+        obj(kind=st.just("data"), data=st.dictionaries(texts(), json_values(), max_size=2)),
+        obj(
+            kind=st.just("file"),
+            file=obj(
+                bytes=st.sampled_from(["aGk=", "aGk", "-_8"]),
+                mimeType=maybe(st.sampled_from(["text/plain", "text/html"])),
+                name=maybe(texts()),
+            ),
+        ),
+        obj(
+            kind=st.just("file"),
+            file=obj(uri=st.just("https://example.com/f"), mimeType=maybe(st.just("image/png"))),
+        ),
+    )
+    return st.lists(part, min_size=1, max_size=3)
+
+
+def v03_messages() -> st.SearchStrategy[t.Any]:
+    return obj(
+        kind=maybe(st.just("message")),
+        messageId=st.one_of(st.just("m-1"), st.text(min_size=1, max_size=8)),
+        role=st.sampled_from(V03_ROLES),
+        parts=v03_parts(),
+        metadata=maybe(obj(skill=st.sampled_from(["echo", "echo", "ask", "nope"]))),
+        taskId=maybe(task_ids()),
+        contextId=maybe(st.text(min_size=1, max_size=8)),
+        extensions=maybe(st.lists(st.just(EXTENSION), max_size=1)),
+        referenceTaskIds=maybe(st.lists(task_ids(), max_size=2)),
+    )
+
+
+def v03_push_configs() -> st.SearchStrategy[t.Any]:
+    """A v0.3 PushNotificationConfig: ``{id, url, token, authentication: {schemes}}``."""
+    return push_configs().map(
+        lambda c: {
+            **{k: v for k, v in c.items() if k not in ("taskId", "authentication")},
+            **(
+                {"authentication": {"schemes": [c["authentication"]["scheme"]]}}
+                if "authentication" in c
+                else {}
+            ),
+        }
+    )
+
+
+def v03_send_params() -> st.SearchStrategy[t.Any]:
+    return obj(
+        message=v03_messages(),
+        configuration=maybe(
+            obj(
+                blocking=maybe(st.booleans()),
+                historyLength=maybe(st.integers(0, 5)),
+                acceptedOutputModes=maybe(st.just(["text/plain"])),
+                pushNotificationConfig=maybe(v03_push_configs()),
+            )
+        ),
+        metadata=maybe(st.dictionaries(texts(), json_values(), max_size=2)),
+    )
+
+
+#: The v0.3 JSON-RPC methods and their near-valid params.
+V03_PARAMS: t.Final[dict[str, st.SearchStrategy[t.Any]]] = {
+    "message/send": v03_send_params(),
+    "message/stream": v03_send_params(),
+    "tasks/get": obj(id=task_ids(), historyLength=maybe(st.integers(0, 5))),
+    "tasks/cancel": obj(id=task_ids(), metadata=maybe(st.dictionaries(texts(), json_values()))),
+    "tasks/resubscribe": obj(id=task_ids()),
+    "tasks/pushNotificationConfig/set": obj(
+        taskId=task_ids(), pushNotificationConfig=v03_push_configs()
+    ),
+    "tasks/pushNotificationConfig/get": obj(
+        id=task_ids(), pushNotificationConfigId=maybe(st.one_of(config_ids(), st.just("default")))
+    ),
+    "tasks/pushNotificationConfig/list": obj(id=task_ids()),
+    "tasks/pushNotificationConfig/delete": obj(
+        id=task_ids(), pushNotificationConfigId=config_ids()
+    ),
+    "agent/getAuthenticatedExtendedCard": obj(),
+}
+#: Names beside v0.3's own: v1.0's, near misses, empty.
+V03_OTHER_NAMES: t.Final = ("SendMessage", "GetTask", "message/ssend", "tasks/list", "", " ")
+
+
+#: Roles a ProtoJSON reader refuses: v0.3's JSON-RPC spelling, a bool (``true == 1`` in
+#: Python), a float, an unknown number, and what does not even hash.
+V03_REST_ODD_ROLES: t.Final = ["user", True, 1.0, 3, ["ROLE_USER"], {"role": "ROLE_USER"}]
+
+
+def v03_rest_messages() -> st.SearchStrategy[t.Any]:
+    """A v0.3 proto Message: ``content`` parts, enum roles (names or numbers)."""
+    part = st.one_of(
+        obj(text=texts()),
+        obj(data=obj(data=st.dictionaries(texts(), json_values(), max_size=2))),
+        obj(
+            file=obj(
+                fileWithBytes=st.sampled_from(["aGk=", "aGk", "-_8", ""]),
+                mimeType=maybe(st.sampled_from(["text/plain", "text/html"])),
+                name=maybe(texts()),
+            )
+        ),
+        obj(file=obj(fileWithUri=st.sampled_from(["https://example.com/f", ""]))),
+    )
+    return obj(
+        messageId=st.one_of(st.just("m-1"), st.text(min_size=1, max_size=8)),
+        role=st.one_of(
+            st.sampled_from(["ROLE_USER", "ROLE_USER", "ROLE_AGENT", 1, 2]),
+            st.sampled_from(["ROLE_USER", "ROLE_USER", "ROLE_AGENT", 1, 2]),
+            st.sampled_from(V03_REST_ODD_ROLES),
+        ),
+        content=st.lists(part, min_size=1, max_size=3),
+        metadata=maybe(obj(skill=st.sampled_from(["echo", "echo", "ask", "nope"]))),
+        taskId=maybe(task_ids()),
+        contextId=maybe(st.text(min_size=1, max_size=8)),
+        extensions=maybe(st.lists(st.just(EXTENSION), max_size=1)),
+    )
+
+
+def v03_rest_send_bodies() -> st.SearchStrategy[t.Any]:
+    return obj(
+        message=v03_rest_messages(),
+        configuration=maybe(
+            obj(
+                blocking=maybe(st.booleans()),
+                historyLength=maybe(st.integers(0, 5)),
+                acceptedOutputModes=maybe(st.just(["text/plain"])),
+                pushNotification=maybe(v03_push_configs()),
+            )
+        ),
+        metadata=maybe(st.dictionaries(texts(), json_values(), max_size=2)),
+    )
+
+
+class RestCall(t.NamedTuple):
+    """One v0.3 HTTP+JSON request, symbolic: its path below ``v1/`` as segments, each a
+    literal string or a list ``[id, suffix...]`` whose id (a :class:`Ref`, or an odd string)
+    is quoted once resolved; its query; its JSON body (None: none)."""
+
+    verb: str
+    segments: list[t.Any]
+    query: dict[str, t.Any]
+    body: t.Any
+
+
+def _segment(ref: st.SearchStrategy[t.Any]) -> st.SearchStrategy[t.Any]:
+    """A task or config id in a path: a seeded one, or an odd string."""
+    return st.one_of(ref, ref, ref, strings().filter(lambda x: x not in ("", ".", "..")))
+
+
+@st.composite
+def v03_rest_calls(draw: st.DrawFn) -> RestCall:
+    """A near-valid request to a v0.3 route, its body mutated; now and then the wrong verb."""
+    task = draw(_segment(task_ids()))
+    config = draw(_segment(st.one_of(config_ids(), st.sampled_from(["default", "None"]))))
+    configs = ["tasks", [task], "pushNotificationConfigs"]
+    create = obj(
+        parent=maybe(st.just("tasks/x")),
+        configId=maybe(st.one_of(config_ids(), texts())),
+        config=obj(name=maybe(texts()), pushNotificationConfig=v03_push_configs()),
+    )
+    routes: list[tuple[str, list[t.Any], st.SearchStrategy[t.Any] | None]] = [
+        ("POST", ["message:send"], v03_rest_send_bodies()),
+        ("POST", ["message:send"], v03_rest_send_bodies()),
+        ("POST", ["message:stream"], v03_rest_send_bodies()),
+        ("GET", ["tasks", [task]], None),
+        ("POST", ["tasks", [task, ":cancel"]], maybe(obj(metadata=maybe(junk())))),
+        ("GET", ["tasks", [task, ":subscribe"]], None),
+        ("POST", configs, create),
+        ("GET", configs, None),
+        ("GET", [*configs, [config]], None),
+        ("DELETE", [*configs, [config]], None),
+        ("GET", ["card"], None),
+    ]
+    verb, segments, body_strategy = draw(st.sampled_from(routes))
+    if draw(rarely(15)):
+        verb = draw(st.sampled_from(["GET", "POST", "DELETE", "PUT"]))
+    query: dict[str, t.Any] = {}
+    if verb == "GET" and draw(rarely(4)):
+        query["historyLength"] = draw(st.one_of(st.integers(-2, 5), strings()))
+    body = None if body_strategy is None else draw(body_strategy)
+    if body is MISSING:  # a route whose body is optional, sent without one
+        body = None
+    if body is not None:
+        body = copy.deepcopy(body)
+        if draw(rarely(10)):
+            body = snake_all(body)
+        for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2, 3]))):
+            body = mutate(draw(st.data()), body)
+    return RestCall(verb, segments, query, body)
+
+
 #: Odd values :func:`mutate` puts anywhere.
 ODD_VALUES: t.Final[dict[str, st.SearchStrategy[t.Any]]] = {
     "junk": junk(),
@@ -454,15 +659,16 @@ def header_text() -> st.SearchStrategy[str]:
 
 
 @st.composite
-def headers(draw: st.DrawFn, *, odd: bool) -> dict[str, str]:
-    """Request headers; with ``odd`` every service header may be anything."""
+def headers(draw: st.DrawFn, *, odd: bool, version: str = "1.0") -> dict[str, str]:
+    """Request headers (``A2A-Version``: ``version``, or none); with ``odd`` every service
+    header may be anything."""
     out: dict[str, str] = {"Content-Type": "application/json"}
     token = draw(TOKENS)
     if token is not None:
         out["Authorization"] = f"Bearer {token}"
     if not odd:
         if draw(st.booleans()):
-            out["A2A-Version"] = "1.0"
+            out["A2A-Version"] = version
         return out
     out["Content-Type"] = draw(
         st.one_of(
@@ -508,18 +714,22 @@ def headers(draw: st.DrawFn, *, odd: bool) -> dict[str, str]:
     return out
 
 
+#: Method names beside a version's own: the other version's, near misses, empty.
+OTHER_NAMES: t.Final = ("message/send", "tasks/get", "sendMessage", "SENDMESSAGE", "", " ")
+
+
 @st.composite
-def envelopes(draw: st.DrawFn) -> tuple[dict[str, t.Any], t.Any, bool, str | None]:
+def envelopes(
+    draw: st.DrawFn, version: str = "1.0"
+) -> tuple[dict[str, t.Any], t.Any, bool, str | None]:
     """A request object (params symbolic), the id it should echo, whether that id is
-    readable, and the method named; mostly valid envelopes around mutated params."""
-    method = draw(
-        st.sampled_from(
-            METHODS * 4 + ("message/send", "tasks/get", "sendMessage", "SENDMESSAGE", "", " ")
-        )
-    )
+    readable, and the method named; mostly valid envelopes around mutated params of one of
+    ``version``'s methods (:data:`PARAMS`, or :data:`V03_PARAMS` for ``"0.3"``)."""
+    table, others = (V03_PARAMS, V03_OTHER_NAMES) if version == "0.3" else (PARAMS, OTHER_NAMES)
+    method = draw(st.sampled_from(tuple(table) * 4 + others))
     if draw(rarely(20)):
         method = draw(st.text(max_size=10))
-    strategy = PARAMS.get(method, st.dictionaries(st.text(max_size=5), junk(), max_size=2))
+    strategy = table.get(method, st.dictionaries(st.text(max_size=5), junk(), max_size=2))
     params = copy.deepcopy(draw(strategy))
     if draw(rarely(10)):
         params = snake_all(params)

@@ -116,9 +116,13 @@ async def main(base: str, transport: str) -> dict[str, Any]:
         fetched = await blocking.get_task_callback(
             GetPushParams(id=task.id, push_notification_config_id="sdk")
         )
+        # Without a config id: "the" config of the task (over HTTP+JSON the SDK's path then
+        # ends in ``None``), its only one.
+        only = await blocking.get_task_callback(GetPushParams(id=task.id))
         out["push"] = {
             "set": made.push_notification_config.id,
             "get": fetched.push_notification_config.url,
+            "only": only.push_notification_config.id,
         }
 
         out["cancel_completed"] = await refusal(blocking.cancel_task(TaskIdParams(id=task.id)))

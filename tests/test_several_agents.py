@@ -204,12 +204,26 @@ def test_tasks_of_a_named_agent_are_stored_under_its_tenant(tmp_path: Path) -> N
         assert plain_record is not None and acme_record is not None
         assert plain_record.tenant is None  # the default agent: as before
         assert acme_record.tenant == "@billing/acme"
-    # The default agent refuses a tenant that could read another agent's tasks.
+    # The default agent refuses a tenant that could read another agent's tasks: the tenant
+    # came with the request, so it is the caller's fault, named (-32602 / 400), not -32603.
+    rule = "principal.tenant: must not start with '@' while several agents share the store"
     forged = A2ATestClient(app, token="alice").rpc(
         "ListTasks", {}, headers={"X-Tenant": "@billing/acme"}
     )
-    assert forged.error["code"] == -32603
-    assert forged.error["message"] != "" and "tasks" not in json.dumps(forged.json)
+    assert forged.error["code"] == -32602 and rule in forged.error["message"]
+    assert "tasks" not in json.dumps(forged.json)
+    over_rest = app.test_client().get(
+        "/a2a/rest/tasks", headers={"Authorization": "Bearer alice", "X-Tenant": "@billing"}
+    )
+    assert over_rest.status_code == 400 and rule in over_rest.get_json()["error"]["message"]
+    sent = A2ATestClient(app, token="alice").rpc(
+        "SendMessage",
+        {"message": A2ATestClient.message("hi", skill="support-echo")},
+        headers={"X-Tenant": "@x"},
+    )
+    assert sent.error["code"] == -32602 and rule in sent.error["message"]
+    with app.app_context():
+        assert len(A2A().export_user_data("alice", app=app)["tasks"]) == 2  # nothing written
 
 
 def test_one_agent_app_stores_what_it_always_did(make_app: t.Callable[..., Flask]) -> None:

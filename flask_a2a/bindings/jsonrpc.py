@@ -32,6 +32,7 @@ from .checks import (
     invoke,
     preflight,
     read_body,
+    requested_version,
 )
 
 #: Methods that answer a stream: once one of them is named, its JSON-RPC errors come as one
@@ -64,13 +65,15 @@ def handle(
         body = read_body(http, settings)
         check_content_type(http)
         try:
-            request = jsonrpc.decode_request(body)
+            request = jsonrpc.decode_request(body, _id_required(http, legacy))
         except jsonrpc.RequestError as exc:
             request_id = exc.request_id
             raise exc.error from None
         request_id = request.id
         principal, method = admit(http, methods, request.method, legacy)
         stream = request.method in streaming or request.method in v03.STREAMING_METHODS
+        if request.id is jsonrpc.NO_ID:  # a v0.3 method named without an id: never run
+            raise v03.no_id_error()
         if extensions is not None:  # -32008 here: before the method writes anything
             activated = extensions.activate(http.headers, request.method)
         call = Call(request.id, request.params, principal, http, activated)
@@ -85,6 +88,26 @@ def handle(
     except Exception as exc:
         reply = error_reply(request_id, internal_error(exc), stream=stream)
     return finish(http, reply, activated)
+
+
+def _id_required(
+    http: HTTPRequest, legacy: t.Mapping[str, t.Mapping[str, Method]] | None
+) -> t.Callable[[t.Any], bool]:
+    """Whether a request naming ``method`` must carry an ``id``: always in v1.0 (-32600, as
+    before); a v0.3 call without one is read on, so that an unknown method is -32601 as the
+    v0.3 suite expects, and a known one -32602 (``v03.no_id_error``), as the a2a-sdk 0.3
+    server answers it."""
+
+    def required(method: t.Any) -> bool:
+        if not legacy or v03.VERSION not in legacy:
+            return True
+        try:
+            name = method if isinstance(method, str) else ""
+            return requested_version(http, name, legacy) != v03.VERSION
+        except A2AError:
+            return True  # a version not served: -32600 first, as before
+
+    return required
 
 
 def error_reply(

@@ -22,7 +22,7 @@ from ..protocol.extensions import Activation
 from ..protocol.scrub import scrub
 from .checks import admit, check_origin, finish, internal_error, invoke, preflight
 from .rest import JSON_HEADERS, Body, body_params, error_reply, query_params
-from .v03 import VERSION, table_of, translate_stream
+from .v03 import VERSION, asked_config, table_of, translate_stream
 
 #: The prefix of every v0.3 route below the REST mount.
 PREFIX: t.Final = "v1/"
@@ -128,8 +128,9 @@ class _Methods:
         return v03_rest.dump_push_config(wire.push_config_from_wire(made))
 
     def get_push(self, call: Call) -> t.Any:
-        params = {"taskId": call.params["id"], "id": call.params["configId"]}
-        got = self._call("GetTaskPushNotificationConfig", call, params)
+        got = asked_config(
+            lambda name, v1: self._call(name, call, v1), call.params["id"], call.params["configId"]
+        )
         return v03_rest.dump_push_config(wire.push_config_from_wire(got))
 
     def list_push(self, call: Call) -> t.Any:

@@ -15,10 +15,23 @@ import typing as t
 
 from ..exchange.calls import Call, Method, Reply
 from ..protocol import jsonrpc, v03, wire
-from ..protocol.errors import TaskNotFoundError
+from ..protocol.errors import InvalidParamsError, TaskNotFoundError
 
 #: The version string a Call made over v0.3 carries (a push config it registers keeps it).
 VERSION: t.Final = "0.3"
+
+
+def no_id_error() -> InvalidParamsError:
+    """What a v0.3 request without ``id`` naming a method it serves is answered (with ``"id":
+    null``). JSON-RPC calls it a notification, which gets no answer; the v0.3 suite wants one,
+    and the a2a-sdk 0.3 server answers -32602 (its request models require the id). It is never
+    run: what it would change, its caller could not learn."""
+    return InvalidParamsError(
+        'Invalid parameters: id: a v0.3 request without "id" is a notification, which this '
+        "server does not run",
+        field_violations=[("id", "is required")],
+    )
+
 
 #: v0.3 methods that answer a stream (their JSON-RPC errors then come as one SSE event).
 STREAMING_METHODS: t.Final = frozenset({"message/stream", "tasks/resubscribe"})
@@ -91,18 +104,12 @@ class _Methods:
 
     def get_push(self, call: Call) -> t.Any:
         params = _object(call.params)
-        task_id = v03.task_id_param(params)
-        config_id = params.get("pushNotificationConfigId")
-        if config_id is None:  # v0.3 allowed asking for "the" config of a task: its first
-            listed = _loaded(
-                self._call("ListTaskPushNotificationConfigs", call, {"taskId": task_id})
-            )
-            configs = listed.get("configs") or []
-            if not configs:
-                raise TaskNotFoundError("Push notification config not found")
-            return _push_result(configs[0])
-        v1 = {"taskId": task_id, "id": config_id}
-        return _push_result(self._call("GetTaskPushNotificationConfig", call, v1))
+        config = asked_config(
+            lambda name, v1: self._call(name, call, v1),
+            v03.task_id_param(params),
+            params.get("pushNotificationConfigId"),
+        )
+        return v03.dump_push_config(wire.push_config_from_wire(config))
 
     def list_push(self, call: Call) -> t.Any:
         task_id = v03.task_id_param(_object(call.params))
@@ -127,6 +134,35 @@ class _Methods:
 
     def extended_card(self, call: Call) -> t.Any:
         return self._call("GetExtendedAgentCard", call, {})
+
+
+def asked_config(
+    call: t.Callable[[str, dict[str, t.Any]], t.Any], task_id: t.Any, config_id: t.Any
+) -> dict[str, t.Any]:
+    """The config (v1.0 JSON) a v0.3 ``tasks/pushNotificationConfig/get`` asks for; ``call``
+    runs a v1.0 method with its params.
+
+    The config named, if the task has it. v0.3 also let a client ask for "the" config of a
+    task, and v0.3 clients rely on it: without ``pushNotificationConfigId`` this is the task's
+    first config; with one the task does not have, the task's only config when it has exactly
+    one. The a2a-sdk 0.3 server answers its first config whatever the id (its REST client
+    sends ``None`` for a missing one, the v0.3 suite ``default`` for a config it set without
+    an id, which v0.3 names after its task); with several, naming none of them is -32001.
+    """
+    if config_id is not None:
+        try:
+            found = _loaded(
+                call("GetTaskPushNotificationConfig", {"taskId": task_id, "id": config_id})
+            )
+            return t.cast(dict[str, t.Any], found)
+        except TaskNotFoundError:
+            pass  # no such config (or no such task: listing raises that again)
+    listed = _loaded(call("ListTaskPushNotificationConfigs", {"taskId": task_id}))
+    configs = listed.get("configs") or []
+    lone = len(configs) == 1 and not listed.get("nextPageToken")
+    if configs and (config_id is None or lone):
+        return t.cast(dict[str, t.Any], configs[0])
+    raise TaskNotFoundError("Push notification config not found")
 
 
 #: Each v0.3 method, and the attribute of a method object (this module's, ``rest_v03``'s) that

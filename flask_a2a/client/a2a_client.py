@@ -39,6 +39,7 @@ from . import bindings
 from . import v03 as v03_client
 from .bindings import Interface, Transport
 from .messages import build_message, skill_message
+from .requester import BearerAuth, Requester
 from .sse import A2AClientError as A2AClientError
 from .sse import EventStream as EventStream
 from .sse import StreamEvent as StreamEvent
@@ -85,7 +86,11 @@ class A2AClient:
     :param stream_timeout: for streams: the read part bounds the silence between two frames,
         so keep it above the server's keep-alive interval.
     :param tenant: sent as ``tenant`` in every request's params.
+    :param headers: sent with every request (over the client's own; an ``Authorization``
+        here wins over ``token``).
     :param session: a ``requests.Session`` to use (its owner closes it); a new one otherwise.
+        The client writes nothing onto it: its headers and credentials go with each request,
+        so clients of different users may share one session.
     """
 
     def __init__(
@@ -112,22 +117,21 @@ class A2AClient:
         self.card: dict[str, t.Any] | None = None
         self.card_url = _origin(endpoint) + AGENT_CARD_PATH
         self._owns_session = session is None
+        #: The ``requests.Session`` the calls go through; the client never changes it.
         self.session = session if session is not None else requests.Session()
-        self.session.headers.update(
-            {
-                "A2A-Version": PROTOCOL_VERSION,
-                "Accept": "application/json, application/a2a+json, text/event-stream",
-            }
-        )
-        if token is not None:
-            self.session.headers["Authorization"] = f"Bearer {token}"
-        if auth is not None:
-            self.session.auth = auth
-        self.session.headers.update(headers or {})
+        own = {
+            "A2A-Version": PROTOCOL_VERSION,
+            "Accept": "application/json, application/a2a+json, text/event-stream",
+            **(headers or {}),
+        }
+        if token is not None and "Authorization" not in own:  # a header given wins, as before
+            auth = BearerAuth(token)
+        #: Each request, with this client's headers and credentials (``requester.py``).
+        self.http = Requester(self.session, own, auth)
         #: How the client talks to the agent (one binding's wire; see ``bindings.py``).
         self.transport: Transport = bindings.transport(
             Interface(endpoint, bindings.binding_name(binding or bindings.JSONRPC)),
-            self.session,
+            self.http,
             tenant,
         )
 
@@ -143,7 +147,7 @@ class A2AClient:
 
     def use(self, interface: Interface) -> None:
         """Talk to ``interface`` from now on (its tenant unless the client was given one)."""
-        self.transport = bindings.transport(interface, self.session, self.tenant)
+        self.transport = bindings.transport(interface, self.http, self.tenant)
 
     # ------------------------------------------------------------------ building
 
@@ -166,7 +170,7 @@ class A2AClient:
                 legacy = v03_client.legacy_endpoint(card, card_url)
                 if legacy is None or (binding and bindings.binding_name(binding) != "JSONRPC"):
                     raise
-                client.transport = v03_client.V03Transport(legacy, client.session)
+                client.transport = v03_client.V03Transport(legacy, client.http)
         except BaseException:
             client.close()
             raise
@@ -215,9 +219,7 @@ class A2AClient:
     def get_agent_card(self, url: str | None = None) -> dict[str, t.Any]:
         """GET the public agent card (JSON), and keep it in :attr:`card`."""
         url = url or self.card_url
-        response = self.session.get(
-            url, timeout=self.timeout, headers={"Accept": "application/json"}
-        )
+        response = self.http.get(url, timeout=self.timeout, headers={"Accept": "application/json"})
         with response:
             if response.status_code != 200:
                 raise A2AClientError(

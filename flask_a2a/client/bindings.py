@@ -13,9 +13,8 @@ import dataclasses
 import typing as t
 from urllib.parse import urljoin
 
-import requests
-
 from .jsonrpc import JsonRpcTransport
+from .requester import Requester
 from .rest import RestTransport
 from .sse import A2AClientError, EventStream, Timeout
 
@@ -106,7 +105,7 @@ def at_url(card: t.Mapping[str, t.Any], card_url: str, url: str) -> Interface | 
     return None
 
 
-def transport(interface: Interface, session: requests.Session, tenant: str | None) -> Transport:
+def transport(interface: Interface, session: Requester, tenant: str | None) -> Transport:
     """The transport for ``interface``; ``tenant`` (the caller's, else the interface's) goes
     into every request, as spec §5.3 asks."""
     return TRANSPORTS[interface.binding](

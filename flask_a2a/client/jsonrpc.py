@@ -10,6 +10,7 @@ import typing as t
 import requests
 
 from ..protocol import wire
+from .requester import Requester
 from .sse import A2AClientError, EventStream, Timeout, answer_of, result_of
 
 _HEADERS: t.Final = {"Content-Type": "application/json"}
@@ -22,7 +23,7 @@ class JsonRpcTransport:
     #: The headers of every request (a v0.3 transport adds its ``A2A-Version``).
     headers: t.ClassVar[t.Mapping[str, str]] = _HEADERS
 
-    def __init__(self, url: str, session: requests.Session, tenant: str | None = None) -> None:
+    def __init__(self, url: str, session: Requester, tenant: str | None = None) -> None:
         self.url = url
         self.session = session
         self.tenant = tenant

@@ -12,6 +12,7 @@ import requests
 
 from ..bindings.rest import error_class_for_reason
 from ..protocol.errors import ERROR_INFO_TYPE, A2AError, error_from_dict
+from .requester import Requester
 from .sse import A2AClientError, EventStream, Timeout, json_of
 
 MEDIA_TYPE: t.Final = "application/a2a+json"
@@ -55,7 +56,7 @@ class RestTransport:
 
     binding = "HTTP+JSON"
 
-    def __init__(self, url: str, session: requests.Session, tenant: str | None = None) -> None:
+    def __init__(self, url: str, session: Requester, tenant: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.session = session
         self.tenant = tenant

@@ -23,7 +23,7 @@ from ..bindings.rest import status_of
 from ..card.document import AGENT_CARD_PATH, skill_entry
 from ..exchange.calls import HTTPRequest
 from ..host_refusals import answer_host_refusals
-from ..protocol.errors import ForbiddenOriginError
+from ..protocol.errors import A2AError, ForbiddenOriginError
 from ..protocol.scrub import scrub
 from .figures import figures
 
@@ -92,16 +92,33 @@ def _refused(status: int, message: str) -> Response:
     return _json({"error": message}, status)
 
 
+def _resolve() -> Principal | A2AError | None:
+    """The caller, or the exchange's refusal of them (a tenant it cannot take: -32602 there,
+    a 400 naming the rule here, never a 500)."""
+    try:
+        return _state().resolve_principal()
+    except A2AError as exc:
+        return exc
+
+
 def _page() -> Response:
     state = _state()
     settings = state.settings
-    if settings.console_principal == "required" and state.resolve_principal() is None:
-        return Response(
-            "<!doctype html><title>A2A console</title><p>Sign in to this application to use "
-            "the A2A console.</p>",
-            401,
-            mimetype="text/html",
-        )
+    if settings.console_principal == "required":
+        found = _resolve()
+        if isinstance(found, A2AError):
+            return Response(
+                f"<!doctype html><title>A2A console</title><p>{escape(found.message)}</p>",
+                400,
+                mimetype="text/html",
+            )
+        if found is None:
+            return Response(
+                "<!doctype html><title>A2A console</title><p>Sign in to this application to "
+                "use the A2A console.</p>",
+                401,
+                mimetype="text/html",
+            )
     root = request.script_root
     values = {
         "A2A_PATH": root + settings.path,
@@ -134,7 +151,9 @@ def _same_origin() -> bool:
 def _caller() -> tuple[Principal | None, Response | None]:
     if not _same_origin():
         return None, _refused(403, "cross-origin request refused")
-    principal = _state().resolve_principal()
+    principal = _resolve()
+    if isinstance(principal, A2AError):
+        return None, _refused(400, principal.message)
     if principal is None:
         return None, _refused(401, "no owner: sign in, or paste a bearer token")
     return principal, None
@@ -212,8 +231,12 @@ def _card_signature() -> Response:
     state = _state()
     if not _same_origin():
         return _refused(403, "cross-origin request refused")
-    if state.settings.console_principal == "required" and state.resolve_principal() is None:
-        return _refused(401, "no owner")
+    if state.settings.console_principal == "required":
+        found = _resolve()
+        if isinstance(found, A2AError):
+            return _refused(400, found.message)
+        if found is None:
+            return _refused(401, "no owner")
     cards = state.cards
     if not cards.signing_keys:
         return _json({"signed": False, "verified": False})

@@ -29,7 +29,8 @@ RequestId = t.Union[str, int, None]
 
 
 class Request(t.NamedTuple):
-    id: RequestId
+    #: :data:`NO_ID` for a request without one that ``decode_request`` was told to read on.
+    id: RequestId | _NoId
     method: str
     params: dict[str, t.Any]
 
@@ -106,24 +107,35 @@ def decode_json(body: bytes) -> t.Any:
         raise JSONParseError() from None
 
 
-def decode_request(body: bytes) -> Request:
+def _always(method: t.Any) -> bool:
+    return True
+
+
+def decode_request(body: bytes, id_required: t.Callable[[t.Any], bool] = _always) -> Request:
     """Decode and check one JSON-RPC request. Batches are refused (-32600).
 
     Errors found once a usable ``id`` was read are raised as :class:`RequestError`, so the
-    answer carries that id; earlier ones answer with ``"id": null``.
+    answer carries that id; earlier ones answer with ``"id": null``. A request without ``id``
+    is -32600 unless ``id_required(its "method" member)`` says otherwise; then it is checked
+    on and returned with :data:`NO_ID`, for the binding to answer (v0.3's rule, see
+    ``bindings/jsonrpc.py``).
     """
     doc = decode_json(body)
     if not isinstance(doc, dict):
         raise InvalidRequestError("Request payload validation error: expected one JSON object")
     if len({key.lower() for key in doc}) != len(doc):
         raise JSONParseError("Invalid JSON payload: a key is spelled in two cases")
-    if "id" not in doc:
+    rid: RequestId | _NoId
+    if "id" in doc:
+        rid = doc["id"]
+        if isinstance(rid, bool) or not isinstance(rid, (str, int, type(None))):
+            raise InvalidRequestError(
+                'Request payload validation error: "id" must be a string, an integer or null'
+            )
+    elif id_required(doc.get("method")):
         raise InvalidRequestError('Request payload validation error: "id" is required')
-    rid = doc["id"]
-    if isinstance(rid, bool) or not isinstance(rid, (str, int, type(None))):
-        raise InvalidRequestError(
-            'Request payload validation error: "id" must be a string, an integer or null'
-        )
+    else:
+        rid = NO_ID
     if doc.get("jsonrpc") != "2.0":
         raise RequestError(
             rid, InvalidRequestError('Request payload validation error: "jsonrpc" must be "2.0"')
@@ -153,7 +165,7 @@ def decode_request(body: bytes) -> Request:
 class RequestError(Exception):
     """An error found after the request id was read, so the answer can carry it."""
 
-    def __init__(self, request_id: RequestId, error: A2AError) -> None:
+    def __init__(self, request_id: RequestId | _NoId, error: A2AError) -> None:
         super().__init__(error.message)
         self.request_id = request_id
         self.error = error

@@ -272,7 +272,8 @@ def load_message(raw: t.Any, field: str = "message") -> Message:
     message_id = data.get("messageId")
     if not isinstance(message_id, str) or not message_id:
         raise _invalid(f"{field}.messageId", "must be a non-empty string")
-    role = _ROLES_IN.get(data.get("role"))  # type: ignore[arg-type]
+    role = data.get("role")  # a list or an object would not even hash: no name
+    role = _ROLES_IN.get(role) if isinstance(role, str) else None
     if role is None:
         raise _invalid(f"{field}.role", "must be user or agent")
     parts = data.get("parts")
@@ -360,7 +361,8 @@ def task_id_param(params: dict[str, t.Any]) -> t.Any:
 
 def load_status(raw: t.Any, field: str = "status") -> TaskStatus:
     data = _object(raw, field)
-    state = _STATES_IN.get(data.get("state"))  # type: ignore[arg-type]
+    state = data.get("state")
+    state = _STATES_IN.get(state) if isinstance(state, str) else None
     if state is None:
         raise _invalid(f"{field}.state", "is no v0.3 task state")
     stamp = data.get("timestamp")

@@ -109,6 +109,14 @@ def _object(value: t.Any, field: str) -> dict[str, t.Any]:
     return out
 
 
+def _enum(value: t.Any) -> str | int:
+    """An enum field's value as ProtoJSON spells it, a name or its number; anything else (a
+    list or an object would not even hash, ``true`` would equal 1) as ``""``, no value."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return ""
+
+
 def _str(data: dict[str, t.Any], key: str, field: str) -> str | None:
     value = data.get(key)
     if value is not None and not isinstance(value, str):
@@ -151,7 +159,7 @@ def load_message(raw: t.Any, field: str = "message") -> Message:
     message_id = data.get("messageId")
     if not isinstance(message_id, str) or not message_id:
         raise _invalid(f"{field}.messageId", "must be a non-empty string")
-    role = _ROLES_IN.get(data.get("role"))
+    role = _ROLES_IN.get(_enum(data.get("role")))
     if role is None:
         raise _invalid(f"{field}.role", "must be ROLE_USER or ROLE_AGENT")
     content = data.get("content", [])

@@ -284,6 +284,72 @@ def test_bad_v03_message_is_32602_and_writes_nothing(
     assert task_count(caller) == 0
 
 
+@pytest.mark.parametrize("role", [["user"], {"user": True}, [], {}, True, 1.0])
+def test_a_role_of_another_type_is_32602_on_every_v03_send(caller: Caller, role: t.Any) -> None:
+    """An array or object role was looked up in a dict of names (unhashable: -32603, a 500
+    over HTTP+JSON); v1.0 answered -32602 for the same. Neither ``true`` nor ``1.0`` is
+    ``ROLE_USER`` (1) over HTTP+JSON."""
+    bad = message(role=role)
+    assert caller.code("message/send", {"message": bad}) == -32602
+    (event,) = caller.events("message/stream", {"message": bad})
+    assert event["error"]["code"] == -32602
+    assert event["error"]["data"][1]["fieldViolations"][0]["field"] == "message.role"
+    proto = {**proto_message(), "role": role}
+    for route in ("/message:send", "/message:stream"):
+        response = rest(caller, "POST", route, {"message": proto})
+        assert response.status_code == 400, response.get_data(as_text=True)
+        error = response.get_json()["error"]
+        assert error["details"][1]["fieldViolations"][0]["field"] == "message.role"
+    assert task_count(caller) == 0
+
+
+def test_a_v03_request_without_id(caller: Caller, make_app: t.Callable[..., Flask]) -> None:
+    """JSON-RPC calls it a notification; the v0.3 suite wants an unknown method -32601 and bad
+    params -32602 (it was -32600 for both). A known method is never run without an id: -32602,
+    as the a2a-sdk 0.3 server answers. v1.0, and the server with 0.3 off, keep -32600."""
+
+    def post(app_caller: Caller, doc: dict[str, t.Any], **headers: str) -> t.Any:
+        response = app_caller.http.post(
+            "/a2a",
+            data=json.dumps(doc),
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": "Bearer alice",
+                **headers,
+            },
+        )
+        assert response.status_code == 200
+        answer = response.get_json()
+        assert answer["id"] is None and "result" not in answer, answer
+        return answer["error"]
+
+    unknown = {"jsonrpc": "2.0", "method": "message/ssend", "params": {}}
+    assert post(caller, unknown)["code"] == -32601
+    assert post(caller, {**unknown, "method": "SendMessage"}, **{"A2A-Version": "0.3"})["code"] == (
+        -32601
+    )
+    bad = {"jsonrpc": "2.0", "method": "message/send", "params": {"": "not_a_dict"}}
+    assert post(caller, bad)["code"] == -32602
+    good = {"jsonrpc": "2.0", "method": "message/send", "params": {"message": message()}}
+    refused = post(caller, good)
+    assert refused["code"] == -32602
+    assert refused["data"][1]["fieldViolations"] == [{"field": "id", "description": "is required"}]
+    assert post(caller, {"jsonrpc": "aaa", "method": "message/send", "params": {}})["code"] == (
+        -32600
+    )
+    assert post(caller, {"jsonrpc": "2.0", "params": {}})["code"] == -32600
+    assert task_count(caller) == 0  # nothing ran
+    # v1.0 keeps its envelope rule: no id is -32600, whatever follows.
+    v1 = {"jsonrpc": "2.0", "method": "NoSuchMethod", "params": {}}
+    assert post(caller, v1)["code"] == -32600
+    assert (
+        post(caller, {**unknown, "method": "message/ssend"}, **{"A2A-Version": "1.0"})["code"]
+        == -32600
+    )
+    off = Caller(make_app())
+    assert post(off, unknown)["code"] == -32600
+
+
 def test_bad_configuration_is_32602(caller: Caller) -> None:
     params = {"message": message(), "configuration": {"blocking": "yes"}}
     assert caller.code("message/send", params) == -32602
@@ -409,6 +475,9 @@ def test_push_config_set_get_list_delete(caller: Caller, webhook: Webhook) -> No
     assert got["pushNotificationConfig"]["url"] == webhook.url()
     first = caller.result("tasks/pushNotificationConfig/get", {"id": task["id"]})
     assert first["pushNotificationConfig"]["id"] == task["id"]
+    # Two configs: an id naming neither is -32001 (which one would be a guess).
+    unnamed = {"id": task["id"], "pushNotificationConfigId": "default"}
+    assert caller.code("tasks/pushNotificationConfig/get", unnamed) == -32001
     assert (
         caller.result(
             "tasks/pushNotificationConfig/delete",
@@ -416,15 +485,50 @@ def test_push_config_set_get_list_delete(caller: Caller, webhook: Webhook) -> No
         )
         is None
     )
-    assert (
-        caller.code(
-            "tasks/pushNotificationConfig/get", {"id": task["id"], "pushNotificationConfigId": "c2"}
-        )
-        == -32001
+    # One left: an id naming no config answers the task's only one, as v0.3 servers do.
+    lone = caller.result(
+        "tasks/pushNotificationConfig/get", {"id": task["id"], "pushNotificationConfigId": "c2"}
     )
+    assert lone["pushNotificationConfig"]["id"] == task["id"]
     # v1.0 sees the same configs (in its own shape).
     v1 = caller.result("ListTaskPushNotificationConfigs", {"taskId": task["id"]})
     assert [c["id"] for c in v1["configs"]] == [task["id"]]
+
+
+def test_get_with_only_the_task_id_answers_its_one_config(caller: Caller) -> None:
+    """A v0.3 client asks for "the" config of a task: the a2a-sdk 0.3 client with no config id
+    (over HTTP+JSON its path then ends in ``None``), the v0.3 suite with ``default`` after a
+    set without an id. With one config on the task, that config answers (it was -32001)."""
+    task = send(caller)
+    hook = "https://example.com/webhook"
+    caller.result(
+        "tasks/pushNotificationConfig/set",
+        {"taskId": task["id"], "pushNotificationConfig": {"url": hook}},
+    )
+    for params in (
+        {"id": task["id"]},
+        {"id": task["id"], "pushNotificationConfigId": "default"},
+        {"id": task["id"], "pushNotificationConfigId": task["id"]},
+    ):
+        got = caller.result("tasks/pushNotificationConfig/get", params)
+        assert got == {
+            "taskId": task["id"],
+            "pushNotificationConfig": {"id": task["id"], "url": hook},
+        }
+    base = f"/tasks/{task['id']}/pushNotificationConfigs"
+    for config_id in ("None", "default"):
+        response = rest(caller, "GET", f"{base}/{config_id}")
+        assert response.status_code == 200, response.get_json()
+        assert response.get_json()["pushNotificationConfig"] == {"id": task["id"], "url": hook}
+    # Not another owner's, not a task without configs, not v1.0's exact lookup.
+    assert caller.code("tasks/pushNotificationConfig/get", {"id": task["id"]}, token="bob") == (
+        -32001
+    )
+    assert rest(caller, "GET", f"{base}/None", token="bob").status_code == 404
+    bare = send(caller, message("other"))
+    assert caller.code("tasks/pushNotificationConfig/get", {"id": bare["id"]}) == -32001
+    v1 = caller.code("GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "default"})
+    assert v1 == -32001
 
 
 def test_push_config_errors(caller: Caller, make_app: t.Callable[..., Flask]) -> None:

@@ -137,6 +137,89 @@ def test_any_requests_auth_works(live: Live) -> None:
     assert live.exchange.store.get_task(task.id, "bob") is not None
 
 
+@pytest.fixture
+def live_push() -> t.Iterator[Live]:
+    yield from live_agent(A2A_ALLOW_PRIVATE_PUSH=True)
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+def test_two_clients_sharing_a_session_each_send_their_own_token(
+    live_push: Live, binding: str
+) -> None:
+    """The client wrote its token onto the session it was handed: two clients sharing one
+    session sent whichever token was set last (Alice's calls made as Bob). Each call kind,
+    streams too, interleaved, is seen by the server with its own client's token."""
+    live = live_push
+    seen: list[str | None] = []
+
+    @live.app.before_request
+    def record() -> None:
+        seen.append(request.headers.get("Authorization"))
+
+    session = requests.Session()
+    session.headers["X-Host-Header"] = "kept"
+    alice = A2AClient.from_card_url(
+        live.base, token="alice-token", session=session, binding=binding
+    )
+    bob = A2AClient.from_card_url(live.base, token="bob-token", session=session, binding=binding)
+    clients = {"alice-token": alice, "bob-token": bob}
+    tasks: dict[str, Task] = {}
+
+    def each(call: t.Callable[[A2AClient, str], t.Any]) -> None:
+        """``call`` made by Alice, then Bob, then Alice again: each seen as its own."""
+        for token in ("alice-token", "bob-token", "alice-token"):
+            seen.clear()
+            call(clients[token], token)
+            assert seen and set(seen) == {f"Bearer {token}"}, (token, seen)
+
+    def send(client: A2AClient, token: str) -> None:
+        tasks[token] = client.call("echo", token)
+
+    def stream(client: A2AClient, token: str) -> None:
+        with client.stream_call("countdown", data={"steps": 2, "delay": 0.01}) as events:
+            assert isinstance(list(events)[-1], TaskStatusUpdateEvent)
+
+    def subscribe(client: A2AClient, token: str) -> None:
+        started = client.call(
+            "countdown", data={"steps": 2, "delay": 0.05}, return_immediately=True
+        )
+        with client.subscribe_to_task(started.id) as events:
+            list(events)
+        assert events.state is TaskState.COMPLETED
+
+    def cancel(client: A2AClient, token: str) -> None:
+        started = client.call("countdown", data=SLOW, return_immediately=True)
+        assert client.cancel_task(started.id).status.state is TaskState.CANCELED
+
+    def read(client: A2AClient, token: str) -> None:
+        own, other = tasks[token], tasks[next(k for k in tasks if k != token)]
+        assert client.get_task(own.id).id == own.id
+        with pytest.raises(TaskNotFoundError):  # the other's task: not this caller's
+            client.get_task(other.id)
+        assert other.id not in {task.id for task in client.list_tasks().tasks}
+
+    def pushes(client: A2AClient, token: str) -> None:
+        task_id = tasks[token].id
+        made = client.create_task_push_notification_config(task_id, live.base + "/hook")
+        assert client.get_task_push_notification_config(task_id, made.id) == made
+        assert made in client.list_task_push_notification_configs(task_id).configs
+        client.delete_task_push_notification_config(task_id, made.id)
+
+    def cards(client: A2AClient, token: str) -> None:
+        client.get_agent_card()
+        client.get_extended_agent_card()
+
+    for call in (send, stream, subscribe, cancel, read, pushes, cards):
+        each(call)
+    # Nothing of either client was written onto the session; the host's own header stays.
+    assert session.headers.get("X-Host-Header") == "kept"
+    assert dict(session.headers).get("Authorization") is None and session.auth is None
+    assert "A2A-Version" not in session.headers
+    alice.close()
+    bob.close()
+    session.close()
+
+
 # ------------------------------------------------------------------ the unary methods
 
 

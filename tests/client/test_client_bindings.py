@@ -265,7 +265,8 @@ def test_parse_notification_refuses_what_is_not_a_notification() -> None:
 
 
 def test_requests_is_the_transport() -> None:
-    # The transports go through the client's one requests.Session (its headers, auth, pool).
+    # The transports go through the client's one requests.Session (its pool), with the
+    # client's own headers and auth on each request, never on the session.
     session = requests.Session()
     client = A2AClient("http://127.0.0.1:9/a2a/rest", session=session, binding="rest")
-    assert client.transport.session is session  # type: ignore[attr-defined]
+    assert client.transport.session.session is session  # type: ignore[attr-defined]

@@ -10,7 +10,8 @@ import typing as t
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
-from flask import Flask
+from flask import Flask, request
+from markupsafe import escape
 from marshmallow import Schema, fields
 
 from flask_a2a import A2A, ConfigError, Entity, Principal, Skill
@@ -101,6 +102,31 @@ def test_every_static_file_ships_in_the_package() -> None:
             text = entry.read_text("utf-8")
             assert "http://" not in text and "https://" not in text, entry.name
             assert "innerHTML" not in text and "eval(" not in text, entry.name
+
+
+def test_a_tenant_the_exchange_refuses_is_a_400_naming_the_rule() -> None:
+    """With several agents the default one refuses a tenant starting with ``@`` (the host took
+    it from a header): the console says why (it was a 500), as the exchange does (-32602)."""
+    app = Flask(__name__)
+    app.config.update({"A2A_CONSOLE_PATH": CONSOLE, "A2A_CONSOLE_PRINCIPAL": "required"})
+
+    def in_tenant() -> Principal | None:
+        found = token_principal()
+        tenant = request.headers.get("X-Tenant")
+        return None if found is None else Principal(found.owner, tenant=tenant)
+
+    echo_skill = Skill(id="echo", name="Echo", description="Echo.", handler=echo)
+    A2A(app, skills=[echo_skill], principal=in_tenant)
+    A2A(app, name="billing", url_prefix="/billing", skills=[echo_skill], principal=in_tenant)
+    client = app.test_client()
+    forged = {**bearer("alice"), "X-Tenant": "@billing"}
+    rule = "must not start with '@' while several agents share the store"
+    for path in ("/api/session", "/api/operators", "/api/card-signature"):
+        refused = client.get(CONSOLE + path, headers=forged)
+        assert refused.status_code == 400 and rule in refused.get_json()["error"], path
+    page = client.get(CONSOLE, headers=forged)
+    assert page.status_code == 400 and str(escape(rule)) in page.get_data(as_text=True)
+    assert client.get(CONSOLE + "/api/session", headers=bearer("alice")).status_code == 200
 
 
 def test_the_session_names_the_caller_and_the_skills() -> None:

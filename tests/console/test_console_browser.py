@@ -255,6 +255,56 @@ def test_send_to_echo_shows_the_artifact(context: BrowserContext, agent: str) ->
     assert pathlib.Path(saved.value.path()).read_bytes() == b"a file part"
 
 
+#: Run before the console's own scripts: each blob URL the page makes, with its blob's type.
+BLOB_TYPES: t.Final = """
+window.a2aBlobTypes = {};
+const made = URL.createObjectURL;
+URL.createObjectURL = (blob) => {
+  const url = made.call(URL, blob);
+  window.a2aBlobTypes[url] = blob.type;
+  return url;
+};
+"""
+
+
+def test_a_file_part_downloads_as_bytes_never_as_a_page(
+    context: BrowserContext, agent: str
+) -> None:
+    """An HTML file part's download was a ``blob:`` of this origin typed ``text/html``: opened
+    in a tab it ran its script as the console, with the user's session and no CSP. Every file
+    part's blob is ``application/octet-stream`` now; the part's own type is still shown.
+    (The page's CSP lets it fetch no ``blob:``, so the blobs' types are read where the page
+    makes them.)"""
+    context.add_init_script(BLOB_TYPES)
+    page = open_console(context, agent)
+    choose(page, "echo")
+    page.fill("#text", "an html file")
+    html = b"<script>fetch('/a2a', {method: 'POST'})</script><p>not a page</p>"
+    files: list[FilePayload] = [
+        {"name": "page.html", "mimeType": "text/html", "buffer": html},
+        {"name": "logo.svg", "mimeType": "image/svg+xml", "buffer": b"<svg onload='1'/>"},
+    ]
+    page.set_input_files("#files", files=files)
+    page.click("#send-button")
+    expect(page.locator("#watch-state")).to_have_attribute("data-state", "TASK_STATE_COMPLETED")
+    page.click("[data-tab=tasks]")
+    page.fill("#open-id", page.locator("#watch-task").text_content() or "")
+    page.click("#open-button")
+    parts = page.locator("#detail-body .history .part.file")
+    expect(parts).to_have_count(2)
+    expect(parts.nth(0)).to_contain_text("(text/html,")  # what the part says it is, as text
+    expect(parts.nth(1)).to_contain_text("(image/svg+xml,")
+    for index, sent in enumerate(files):
+        link = parts.nth(index).locator("a[download]")
+        assert (link.get_attribute("href") or "").startswith("blob:")
+        blob_type = link.evaluate("a => window.a2aBlobTypes[a.href]")
+        assert blob_type == "application/octet-stream", (sent["name"], blob_type)
+        with page.expect_download() as saved:
+            link.click()
+        assert saved.value.suggested_filename == sent["name"]
+        assert pathlib.Path(saved.value.path()).read_bytes() == sent["buffer"]
+
+
 def test_a_tasks_push_configs_are_listed_and_deletable(context: BrowserContext, agent: str) -> None:
     task_id = send_text(agent, "alice-token", "echo", "with a webhook")
     config = rpc(

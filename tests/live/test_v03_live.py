@@ -180,7 +180,7 @@ def test_a2a_sdk_03_client(
         "kinds": ["task", "artifact-update", "status-update"],
     }
     assert seen["get"] == {"id": True, "state": "completed", "history": 1}
-    assert seen["push"] == {"set": "sdk", "get": "http://127.0.0.1:9/hook"}
+    assert seen["push"] == {"set": "sdk", "get": "http://127.0.0.1:9/hook", "only": "sdk"}
     # Bob's SDK client does not see Alice's task (as an unknown one).
     assert {k: seen[k] for k in refused} == refused
     assert seen["held_state"] in ("submitted", "working")

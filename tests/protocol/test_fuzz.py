@@ -52,7 +52,9 @@ ROUND: t.Final = min(EXAMPLES, 1000)
 ROUNDS: t.Final = range(-(-EXAMPLES // ROUND) if LONG else 1)
 
 OWNERS: t.Final = ("alice", "bob")
-STREAMING: t.Final = frozenset({"SendStreamingMessage", "SubscribeToTask"})
+STREAMING: t.Final = frozenset(
+    {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
+)
 #: The spec's codes (a2a-v1-wire.md §4) and our HTTP-level ones; -32603 is left out on purpose.
 CODES: t.Final = frozenset(
     {
@@ -138,9 +140,9 @@ def resolve(host: str) -> list[str]:
 class Harness:
     """One app with seeded tasks of two owners, and the checks every answer must pass."""
 
-    def __init__(self, store: t.Any) -> None:
+    def __init__(self, store: t.Any, config: t.Mapping[str, t.Any] | None = None) -> None:
         self.app = Flask("fuzz_app")
-        self.app.config.update(TESTING=True, A2A_KEEPALIVE_INTERVAL=0.2)
+        self.app.config.update(TESTING=True, A2A_KEEPALIVE_INTERVAL=0.2, **(config or {}))
         self.a2a = A2A(
             self.app,
             skills=[
@@ -237,18 +239,25 @@ class Harness:
         rpc_method: str | None = None,
         query: str = "",
         environ: dict[str, str] | None = None,
+        path: str | None = None,
+        check: t.Callable[[t.Any, collections.Counter[str]], bool] | None = None,
     ) -> None:
-        """Send one request and check its answer and the store against the properties."""
+        """Send one request and check its answer and the store against the properties
+        (``path``, ``check``: another route than the JSON-RPC endpoint, and its answer's
+        check, which says whether it was a refusal)."""
         self.settle()
         before = self.snapshot()
         response = self.client.client.open(
-            self.client.path + query,
+            (path or self.client.path) + query,
             method=http_method,
             data=body,
             headers=headers,
             environ_overrides=environ,
         )
-        refused = check_answer(response, expected_id, id_known, rpc_method, self.stats)
+        if check is not None:
+            refused = check(response, self.stats)
+        else:
+            refused = check_answer(response, expected_id, id_known, rpc_method, self.stats)
         self.settle()
         if refused:
             assert self.snapshot() == before, "a refused request changed the store"

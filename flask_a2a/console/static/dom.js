@@ -106,6 +106,9 @@ function safeUrl(url) {
 }
 export { safeUrl };
 
+// The type of every file part's blob: a download, never a page (the part's own type is shown).
+const DOWNLOAD_TYPE = "application/octet-stream";
+
 // One part, rendered: text as text, data as pretty JSON, files downloadable, URLs as links.
 export function renderPart(part) {
   if (typeof part.text === "string") {
@@ -117,7 +120,9 @@ export function renderPart(part) {
   if (typeof part.raw === "string") {
     const bytes = b64ToBytes(part.raw);
     const type = part.mediaType || "application/octet-stream";
-    const href = URL.createObjectURL(new Blob([bytes], { type }));
+    // Bytes, whatever the part says it is: a blob: URL is of this origin, so a text/html or
+    // SVG blob opened in a tab would run its script as the console, with the user's session.
+    const href = URL.createObjectURL(new Blob([bytes], { type: DOWNLOAD_TYPE }));
     const name = part.filename || "file";
     return h("p", { class: "part file" },
       h("a", { href, download: name }, `Download ${name}`), ` (${type}, ${bytes.length} bytes)`);
