@@ -232,3 +232,43 @@ def test_the_factory_app_serves_its_agent(tmp_path: Path) -> None:
         "invoice-total",
         "entity.invoices",
     ]
+
+
+SIGNATURE = re.compile(r"^((?:flask_a2a\.)?[\w.]*[A-Z]\w*)\((.*?)\)\s*$", re.S | re.M)
+
+
+def documented_signatures() -> list[tuple[str, list[str]]]:
+    """``Name(a, b=1, *, c=None)`` entries of docs/api.md's text blocks: name, parameter names."""
+    found = []
+    for block in blocks(ROOT / "docs" / "api.md", "text"):
+        for entry in re.split(r"\n(?=\S)", block):
+            match = SIGNATURE.match(entry.strip())
+            if match is None:
+                continue
+            params, depth, current = [], 0, ""
+            for char in match.group(2) + ",":
+                if char in "([{":
+                    depth += 1
+                elif char in ")]}":
+                    depth -= 1
+                if char == "," and depth == 0:
+                    name = current.strip().split("=", 1)[0].strip()
+                    if name and name != "*":
+                        params.append(name)
+                    current = ""
+                else:
+                    current += char
+            found.append((match.group(1), params))
+    return found
+
+
+@pytest.mark.parametrize("name,params", documented_signatures(), ids=lambda v: str(v)[:40])
+def test_api_signatures_are_the_codes_own(name: str, params: list[str]) -> None:
+    """Each signature docs/api.md shows has the code's parameters, in the code's order."""
+    import importlib
+    import inspect
+
+    module, _, attr = name.rpartition(".")
+    target = getattr(importlib.import_module(module or "flask_a2a"), attr)
+    signature = inspect.signature(target)
+    assert params == [p for p in signature.parameters if p != "self"], name

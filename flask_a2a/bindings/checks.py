@@ -1,10 +1,11 @@
 """The checks both bindings share, in front of the exchange. Imports nothing of Flask.
 
 The JSON-RPC binding (``jsonrpc.py``) and the HTTP+JSON binding (``rest.py``) run the same
-steps through the same functions here, in the order design.md §4 gives: Origin gate (before the
-body is read), body cap, content type, principal, ``A2A-Version``; and :func:`finish` adds the
-headers every answer carries. The Flask wiring in ``extension.py`` only adapts
-:class:`~flask_a2a.exchange.calls.HTTPRequest` and :class:`~flask_a2a.exchange.calls.Reply`.
+steps through the same functions here, in the same order (cheapest refusal first: Origin
+gate before the body is read, body cap, content type, principal, ``A2A-Version``); and
+:func:`finish` adds the headers every answer carries. The Flask wiring (``views.py``) only
+adapts :class:`~flask_a2a.exchange.calls.HTTPRequest` and
+:class:`~flask_a2a.exchange.calls.Reply`.
 """
 
 from __future__ import annotations

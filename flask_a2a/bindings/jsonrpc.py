@@ -1,8 +1,10 @@
 """The JSON-RPC binding: one POST with a JSON-RPC envelope -> one exchange method -> the answer.
 
-:func:`handle` runs the steps in the order design.md §4 gives: method, Origin gate (before the
-body is read), body cap, content type, strict JSON-RPC envelope, principal, ``A2A-Version``,
-method table; the checks themselves live in ``checks.py``, shared with the HTTP+JSON binding
+:func:`handle` runs the steps in one fixed order, cheapest refusal first, so that what needs no
+body is refused before any is read and what needs no caller before the host's hook runs:
+method, Origin gate (before the body is read), body cap, content type, strict JSON-RPC
+envelope, principal, ``A2A-Version``, method table (docs/errors.md lists it for users). The
+checks themselves live in ``checks.py``, shared with the HTTP+JSON binding
 (``rest.py``). Imports nothing of Flask.
 """
 
@@ -48,7 +50,7 @@ def handle(
     streaming: t.Collection[str] = STREAMING_METHODS,
     legacy: t.Mapping[str, t.Mapping[str, Method]] | None = None,
 ) -> Reply:
-    """Run one request through the pipeline, in the order design.md §4 gives.
+    """Run one request through the pipeline, in the module's order (cheapest refusal first).
 
     ``legacy``: the method tables of the older versions served beside 1.0 (``{"0.3":
     v03.methods(...)}``), chosen per call by ``checks.requested_version``.

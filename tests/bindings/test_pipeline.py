@@ -1,4 +1,4 @@
-"""The HTTP pipeline and the JSON-RPC envelope, in the order design.md §4 runs them.
+"""The HTTP pipeline and the JSON-RPC envelope, in the order docs/errors.md gives.
 
 Every refusal here sends a body that *would* create a task if it were dispatched, then proves
 the handler never ran, the principal hook ran only when its step was reached, and the owner's
