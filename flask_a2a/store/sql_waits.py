@@ -216,7 +216,10 @@ def bound_waits(
             @sa.event.listens_for(engine, "checkout")
             def _reads_left(dbapi_connection: t.Any, record: t.Any, proxy: t.Any) -> None:
                 # PyMySQL applies its read and write timeouts to the socket at each wait.
-                reads, writes = getattr(dbapi_connection, "_flask_a2a_waits", (None, None))
+                waits = getattr(dbapi_connection, "_flask_a2a_waits", None)
+                if waits is None:  # pooled before this engine was bounded: kept as it is
+                    return
+                reads, writes = waits
                 dbapi_connection._read_timeout = _cut(reads)
                 dbapi_connection._write_timeout = _cut(writes)
 
