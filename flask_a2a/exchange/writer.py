@@ -301,7 +301,7 @@ class TaskWriter:
                 ):
                     raise
                 log.warning(
-                    "a2a: writing a task failed: %s; tried again",
+                    "a2a: the store failed a task's write (%s); it is tried again",
                     scrub(repr(exc)),
                     extra=fields(task.id, record.skill),
                 )

@@ -323,29 +323,30 @@ UNAVAILABLE = "Internal error: the task store is unavailable; try again later"
 
 
 class LogWatch(logging.Handler):
-    """Sets :attr:`seen` once the library logs a line holding ``text`` (an event to await)."""
+    """Sets :attr:`seen` once the library logs a line holding one of ``texts`` (an event to
+    await)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, *texts: str) -> None:
         super().__init__(logging.WARNING)
-        self.text = text
+        self.texts = texts
         self.seen = threading.Event()
         self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         line = record.getMessage()
         self.lines.append(line)
-        if self.text in line:
+        if any(text in line for text in self.texts):
             self.seen.set()
 
 
 @pytest.fixture
-def watch() -> t.Iterator[t.Callable[[str], LogWatch]]:
-    """``watch(text)``: a :class:`LogWatch` on the library's logger, removed after the test."""
+def watch() -> t.Iterator[t.Callable[..., LogWatch]]:
+    """``watch(*texts)``: a :class:`LogWatch` on the library's logger, removed after the test."""
     logger = logging.getLogger("flask_a2a")
     made: list[LogWatch] = []
 
-    def make(text: str) -> LogWatch:
-        made.append(LogWatch(text))
+    def make(*texts: str) -> LogWatch:
+        made.append(LogWatch(*texts))
         logger.addHandler(made[-1])
         return made[-1]
 
@@ -464,7 +465,7 @@ def test_a_write_tried_again_after_its_answer_was_lost_finds_itself_and_goes_on(
     make_app: t.Callable[..., Flask],
     request: pytest.FixtureRequest,
     opened: list[Flask],
-    watch: t.Callable[[str], LogWatch],
+    watch: t.Callable[..., LogWatch],
 ) -> None:
     """A blocking SendMessage's one INSERT (its task held until its settle) reaches a database
     that stalls: the client gives up at the read bound, the database comes back and stores the
@@ -482,10 +483,11 @@ def test_a_write_tried_again_after_its_answer_was_lost_finds_itself_and_goes_on(
         client = A2ATestClient(app, token="alice")
         assert send(client).result["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
-        failed = watch("writing a task failed")
+        # Its first try gave up: "tried again" now, the settle's own failure before.
+        failed = watch("the store failed a task's write", "writing a task failed")
         database.mode = STALL  # the INSERT on a pooled connection is held, unanswered
         sending = Sending(client, "echo")
-        assert failed.seen.wait(30)  # its first try gave up
+        assert failed.seen.wait(30)
         database.mode = FORWARD  # the held INSERT is stored; the next try meets its row
         answer = sending.wait()
         print(
