@@ -39,6 +39,8 @@ def test_python_samples_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None
         pytest.skip("no python samples on this page")
     if page.name == "README.md":
         pytest.skip("the README's sample needs the host's auth: test_readme_sample_* runs it")
+    if page.name == "grpc.md":
+        pytest.importorskip("grpc_status", reason="the grpc extra is not installed")
     monkeypatch.chdir(ROOT)
     namespace: dict[str, t.Any] = {"__name__": f"docs_{page.stem}"}
     before = set(wiring.live_exchanges())
