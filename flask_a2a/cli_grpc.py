@@ -12,10 +12,12 @@ import typing as t
 
 import click
 from flask import current_app
+from flask.cli import with_appcontext
 
 from .config import ConfigError
 from .store.base import holds_nothing_at_rest
 from .store.choice import chosen_store
+from .wiring import shutdown_all
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -57,6 +59,7 @@ def _address(value: str, name: str) -> tuple[str, int]:
 )
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="PEM certificate.")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="PEM private key.")
+@with_appcontext
 def grpc_command(
     bind: str,
     threads: int | None,
@@ -106,7 +109,9 @@ def grpc_command(
     if web is not None:
         web.shutdown()
     server.stop(state.settings.shutdown_timeout)
-    # The exchange shuts down at exit (the extension's exit hook): its runs end CANCELED.
+    # Then this process's runs end CANCELED, now: at exit the interpreter would first join
+    # the threads running them (and a blocking send waiting for one), before any exit hook.
+    shutdown_all()
 
 
 def _web_server(app: Flask, http: str) -> t.Any:

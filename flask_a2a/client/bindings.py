@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.util
+import importlib
 import typing as t
 from urllib.parse import urljoin
 
@@ -60,14 +60,13 @@ def _grpc_transport(url: str, session: requests.Session, tenant: str | None) -> 
 
 @functools.cache
 def grpc_spoken() -> bool:
-    """grpcio, grpcio-status and the SDK's generated messages are installed."""
+    """grpcio, grpcio-status and the SDK's generated messages import (once, on first use)."""
     try:
-        return all(
-            importlib.util.find_spec(name) is not None
-            for name in ("grpc", "grpc_status", "a2a.types")
-        )
-    except ImportError:  # no ``a2a`` package to look in
+        for name in ("grpc", "grpc_status.rpc_status", "a2a.types.a2a_pb2"):
+            importlib.import_module(name)
+    except ImportError:
         return False
+    return True
 
 
 #: ``protocolBinding`` -> the transport class that speaks it.

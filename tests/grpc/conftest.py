@@ -84,12 +84,15 @@ def message(
     skill: str | None = "echo",
     task_id: str | None = None,
     message_id: str | None = None,
+    data: t.Any = None,
 ) -> a2a_pb2.Message:
     out = a2a_pb2.Message(
         message_id=message_id or f"g-{next(_ids)}",
         role=a2a_pb2.ROLE_USER,
         parts=[a2a_pb2.Part(text=text)],
     )
+    if data is not None:
+        json_format.ParseDict(data, out.parts.add().data)
     if skill is not None:
         out.metadata.update({"skill": skill})
     if task_id is not None:
@@ -104,9 +107,10 @@ def send_request(
     task_id: str | None = None,
     return_immediately: bool = False,
     tenant: str = "",
+    data: t.Any = None,
 ) -> a2a_pb2.SendMessageRequest:
     request = a2a_pb2.SendMessageRequest(
-        message=message(text, skill=skill, task_id=task_id), tenant=tenant
+        message=message(text, skill=skill, task_id=task_id, data=data), tenant=tenant
     )
     if return_immediately:
         request.configuration.return_immediately = True
