@@ -5,18 +5,20 @@ served by grpcio's threaded server: in a process of its own (``flask a2a grpc``)
 SQL store and the Redis bus with the web workers, or for development in one process with the
 app's own web server and the memory store (``flask a2a grpc --http``). Needs the ``grpc`` extra.
 
-Each RPC runs inside a request context of the app built from its metadata
-(``app.test_request_context``): the host's before-request hooks, its principal hook and the
-helpers of ``flask_a2a.auth`` read ``authorization`` and every other metadata entry as the
-request's headers, exactly as over HTTP, and a hook that answers instead (a redirect to a login
-page, an ``abort(401)``) refuses the call UNAUTHENTICATED. The binding
+Each RPC runs inside a request context of the app built from its metadata (a WSGI environ
+for ``POST A2A_PATH``, ``app.request_context``): the host's before-request hooks, its
+principal hook and the helpers of ``flask_a2a.auth`` read ``authorization`` and every other
+metadata entry as the request's headers, exactly as over HTTP, and a hook that answers instead
+(a redirect to a login page, an ``abort(401)``) refuses the call UNAUTHENTICATED. The binding
 (``bindings/grpc_binding.py``) does the rest.
 """
 
 from __future__ import annotations
 
 import functools
+import io
 import logging
+import sys
 import typing as t
 from concurrent import futures
 from urllib.parse import urlsplit
@@ -43,7 +45,7 @@ log = logging.getLogger("flask_a2a")
 
 #: Where ``flask a2a grpc`` listens without ``--bind``.
 DEFAULT_BIND: t.Final = "127.0.0.1:50051"
-#: The request URL an RPC's request context has when ``A2A_PUBLIC_BASE_URL`` is unset.
+#: The request URL an RPC's request has when ``A2A_PUBLIC_BASE_URL`` is unset.
 DEFAULT_BASE_URL: t.Final = "http://localhost"
 
 
@@ -123,8 +125,43 @@ class Service:
     def __init__(self, app: Flask, state: A2AState) -> None:
         self.app = app
         self.state = state
-        self.base_url = state.settings.public_base_url or DEFAULT_BASE_URL
-        self.host = urlsplit(self.base_url).netloc
+        base = urlsplit(state.settings.public_base_url or DEFAULT_BASE_URL)
+        self.host = base.netloc
+        scheme = base.scheme or "http"
+        port = base.port or (443 if scheme == "https" else 80)
+        #: What every RPC's request has in common: ``POST A2A_PATH`` on the public base URL.
+        self.base_environ: dict[str, t.Any] = {
+            "REQUEST_METHOD": "POST",
+            "SCRIPT_NAME": base.path.rstrip("/"),
+            "PATH_INFO": state.settings.path,
+            "QUERY_STRING": "",
+            "SERVER_NAME": base.hostname or "localhost",
+            "SERVER_PORT": str(port),
+            "SERVER_PROTOCOL": "HTTP/2",
+            "HTTP_HOST": self.host,
+            "CONTENT_LENGTH": "0",
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": scheme,
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+        }
+
+    def environ(self, headers: t.Sequence[tuple[str, str]], address: str) -> dict[str, t.Any]:
+        """The WSGI environ of an RPC's request: its metadata as headers (a key given twice is
+        one header of both values, as WSGI joins them), its peer as ``REMOTE_ADDR``."""
+        environ = dict(self.base_environ)
+        environ["wsgi.input"] = io.BytesIO(b"")
+        environ["REMOTE_ADDR"] = address
+        for key, value in headers:
+            name = key.upper().replace("-", "_")
+            if name not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+                name = "HTTP_" + name
+            if name == "HTTP_HOST" or name == "CONTENT_LENGTH":
+                continue  # the request's own, not the caller's to set
+            environ[name] = f"{environ[name]},{value}" if name in environ else value
+        return environ
 
     def handlers(self) -> dict[str, grpc.RpcMethodHandler]:
         """The method name -> its grpcio handler, for every RPC of the service."""
@@ -169,16 +206,10 @@ class Service:
         self, rpc: Rpc, request: Message, context: grpc.ServicerContext
     ) -> grpc_binding.Answer:
         headers = headers_of(context.invocation_metadata())
-        environ = {"REMOTE_ADDR": peer_address(context.peer())}
+        address = peer_address(context.peer())
         try:
-            with self.app.test_request_context(
-                self.state.settings.path,
-                base_url=self.base_url,
-                method="POST",
-                headers=headers,
-                environ_base=environ,
-            ):
-                http = GrpcRequest(headers, self, _Refresh(self, headers, environ))
+            with self.app.request_context(self.environ(headers, address)):
+                http = GrpcRequest(self, _Refresh(self, headers, address))
                 return grpc_binding.handle(
                     http, self.state.exchange.methods, self.state.exchange.extensions, rpc, request
                 )
@@ -202,12 +233,7 @@ class GrpcRequest(HTTPRequest):
     """The exchange's view of an RPC: its metadata as the headers, no body (grpcio decoded the
     message), the caller resolved in the RPC's request context."""
 
-    def __init__(
-        self,
-        headers: t.Sequence[tuple[str, str]],
-        service: Service,
-        refresh: t.Callable[[], Principal | None],
-    ) -> None:
+    def __init__(self, service: Service, refresh: t.Callable[[], Principal | None]) -> None:
         from flask import request
 
         super().__init__(
@@ -229,24 +255,18 @@ class _Refresh:
     """A stream's caller re-check at keep-alives: the RPC's metadata in a fresh request
     context, through the same hooks."""
 
-    __slots__ = ("service", "headers", "environ")
+    __slots__ = ("service", "headers", "address")
 
     def __init__(
-        self, service: Service, headers: t.Sequence[tuple[str, str]], environ: dict[str, str]
+        self, service: Service, headers: t.Sequence[tuple[str, str]], address: str
     ) -> None:
         self.service = service
         self.headers = headers
-        self.environ = environ
+        self.address = address
 
     def __call__(self) -> Principal | None:
         service = self.service
-        with service.app.test_request_context(
-            service.state.settings.path,
-            base_url=service.base_url,
-            method="POST",
-            headers=self.headers,
-            environ_base=self.environ,
-        ):
+        with service.app.request_context(service.environ(self.headers, self.address)):
             return service.resolve()
 
 

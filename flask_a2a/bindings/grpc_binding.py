@@ -15,6 +15,7 @@ by one, as the relay of ``exchange/streams.py`` yields them. A refusal is a
 
 from __future__ import annotations
 
+import json
 import typing as t
 
 import grpc
@@ -51,7 +52,7 @@ from ..protocol.errors import (
 )
 from ..protocol.extensions import HEADER as EXTENSIONS_HEADER
 from ..protocol.extensions import Activation
-from . import rest
+from . import grpc_messages, rest
 from .checks import admit, internal_error, invoke
 
 #: The service every RPC belongs to (``/lf.a2a.v1.A2AService/SendMessage``).
@@ -175,10 +176,9 @@ def response_of(rpc: Rpc, result: t.Any) -> Message:
     out = rpc.response()
     if result is None or isinstance(out, empty_pb2.Empty):
         return out
-    lenient = isinstance(out, a2a_pb2.AgentCard)
     if isinstance(result, str):  # jsonrpc.Encoded: a stored task's own encoding
-        return json_format.Parse(result, out, ignore_unknown_fields=lenient)
-    return json_format.ParseDict(result, out, ignore_unknown_fields=lenient)
+        result = json.loads(result)
+    return grpc_messages.parse(result, out, lenient=isinstance(out, a2a_pb2.AgentCard))
 
 
 def events_of(body: t.Iterable[bytes]) -> t.Iterator[a2a_pb2.StreamResponse]:
@@ -188,7 +188,7 @@ def events_of(body: t.Iterable[bytes]) -> t.Iterator[a2a_pb2.StreamResponse]:
     for frame in body:
         if not frame.startswith(b"data: "):
             continue
-        yield json_format.Parse(frame[6:].strip(), a2a_pb2.StreamResponse())
+        yield grpc_messages.parse(json.loads(frame[6:]), a2a_pb2.StreamResponse())
 
 
 def code_of(error: A2AError) -> grpc.StatusCode:
