@@ -409,3 +409,22 @@ def test_a_blocking_send_waits_for_its_run(
     gate.release.set()
     sender.join(10)
     assert answer[0].task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+def test_a_reply_is_a_message_not_a_task(
+    make_app: t.Callable[..., Flask], served: t.Callable[..., Caller]
+) -> None:
+    def answer(task: TaskContext) -> None:
+        task.reply("just a message")
+
+    app = make_app(skills=[Skill(id="echo", name="Answer", description="Answer.", handler=answer)])
+    call = served(app)
+    sent = call.send("hi")
+    assert sent.WhichOneof("payload") == "message"
+    assert sent.message.role == a2a_pb2.ROLE_AGENT
+    assert sent.message.parts[0].text == "just a message"
+    events = list(
+        call.stub.SendStreamingMessage(send_request("hi"), metadata=call.metadata(), timeout=10)
+    )
+    assert [e.WhichOneof("payload") for e in events] == ["message"]
+    assert call("ListTasks", a2a_pb2.ListTasksRequest()).total_size == 0  # no task remains
