@@ -110,6 +110,7 @@ def package_imports(name: str, module_level_only: bool = False) -> set[str]:
 #: than some environments the suite runs in), and the module that tells it is installed.
 NEEDS_EXTRA: dict[str, str] = {
     "flask_a2a.bindings.grpc_binding": "grpc_status",
+    "flask_a2a.bindings.grpc_messages": "grpc_status",
     "flask_a2a.client.grpc_transport": "grpc_status",
     "flask_a2a.grpc_server": "grpc_status",
 }
