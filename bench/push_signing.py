@@ -19,10 +19,12 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)
 from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: E402
 
 from flask_a2a.card.signing import SigningKey  # noqa: E402
+from flask_a2a.protocol.model import PushConfig  # noqa: E402
 from flask_a2a.push.tokens import NotificationSigner  # noqa: E402
 from flask_a2a.push.verify import NotificationVerifier  # noqa: E402
 
 URL = "https://hooks.example.com/a2a"
+CONFIG = PushConfig(id="hook-1", task_id="task", url=URL, token="per-task-secret")
 BODY = json.dumps(
     {
         "statusUpdate": {
@@ -71,15 +73,15 @@ def main() -> None:
         headers: dict[str, str] = {}
 
         def sign(n: int, signer: NotificationSigner = signer) -> None:
-            signer.add_to({}, URL, "task", f"jti-{n}", BODY)
+            signer.add_to({}, CONFIG, f"jti-{n}", BODY)
 
-        signer.add_to(headers, URL, "task", "probe", BODY)
+        signer.add_to(headers, CONFIG, "probe", BODY)
         token = headers["Authorization"].removeprefix("Bearer ")
         verifier = NotificationVerifier({"keys": [key.jwk()]}, audience=URL)
         verifier.replay.first_use = lambda jti, until: True  # type: ignore[method-assign]
 
         def verify(n: int, verifier: NotificationVerifier = verifier, token: str = token) -> None:
-            verifier.verify_parts(token, BODY)
+            verifier.verify_parts(token, BODY, config_id=CONFIG.id, token=CONFIG.token)
 
         signing = per_call_us(sign, args.count, args.rounds)
         checking = per_call_us(verify, args.count, args.rounds)

@@ -20,6 +20,8 @@ if t.TYPE_CHECKING:
     from .client.a2a_client import A2AClientError as A2AClientError
     from .config import ConfigError as ConfigError
     from .entities.entity import Entity as Entity
+    from .exchange.reentry import AppAnswer as AppAnswer
+    from .exchange.reentry import Reentry as Reentry
     from .exchange.router import Skill as Skill
     from .exchange.runner import GeventRunner as GeventRunner
     from .exchange.runner import ThreadRunner as ThreadRunner
@@ -33,6 +35,7 @@ if t.TYPE_CHECKING:
         ExtendedAgentCardNotConfiguredError as ExtendedAgentCardNotConfiguredError,
     )
     from .protocol.errors import ExtensionSupportRequiredError as ExtensionSupportRequiredError
+    from .protocol.errors import ForbiddenError as ForbiddenError
     from .protocol.errors import ForbiddenOriginError as ForbiddenOriginError
     from .protocol.errors import InternalError as InternalError
     from .protocol.errors import InvalidAgentResponseError as InvalidAgentResponseError
@@ -42,10 +45,12 @@ if t.TYPE_CHECKING:
     from .protocol.errors import MalformedBodyError as MalformedBodyError
     from .protocol.errors import MethodNotAllowedError as MethodNotAllowedError
     from .protocol.errors import MethodNotFoundError as MethodNotFoundError
+    from .protocol.errors import NotFoundError as NotFoundError
     from .protocol.errors import PayloadTooLargeError as PayloadTooLargeError
     from .protocol.errors import (
         PushNotificationNotSupportedError as PushNotificationNotSupportedError,
     )
+    from .protocol.errors import RateLimitedError as RateLimitedError
     from .protocol.errors import StreamSeatsExhaustedError as StreamSeatsExhaustedError
     from .protocol.errors import TaskCanceled as TaskCanceled
     from .protocol.errors import TaskInterrupted as TaskInterrupted
@@ -81,6 +86,9 @@ _SOURCES: t.Final[dict[str, str]] = {
     "ExtendedAgentCardNotConfiguredError": "protocol.errors",
     "ExtensionSupportRequiredError": "protocol.errors",
     "ForbiddenOriginError": "protocol.errors",
+    "RateLimitedError": "protocol.errors",
+    "NotFoundError": "protocol.errors",
+    "ForbiddenError": "protocol.errors",
     "InternalError": "protocol.errors",
     "InvalidAgentResponseError": "protocol.errors",
     "InvalidParamsError": "protocol.errors",
@@ -112,6 +120,8 @@ _SOURCES: t.Final[dict[str, str]] = {
     "Task": "protocol.model",
     "TaskState": "protocol.model",
     "Skill": "exchange.router",
+    "AppAnswer": "exchange.reentry",
+    "Reentry": "exchange.reentry",
     "GeventRunner": "exchange.runner",
     "ThreadRunner": "exchange.runner",
     "MemoryStore": "store",

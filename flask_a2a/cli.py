@@ -29,7 +29,7 @@ from .protocol.model import (
 )
 from .push.secrets import ROTATE_BATCH, rotate_sql_store
 from .store.base import ListQuery, TaskRecord, holds_nothing_at_rest
-from .store.choice import chosen_store
+from .store.choice import chosen_store, process_local
 
 
 def _select_agent(agent: str | None) -> None:
@@ -172,6 +172,32 @@ def owner_of(state: A2AState, name: str) -> str:
     return owner
 
 
+def _shared_store(state: A2AState, command: str) -> None:
+    """Refuse to act on a store that lives in the server's process (the memory store): in
+    this command's own process it is a new, empty one, and "no tasks" would be a lie. A store
+    of this process that holds tasks is served from here (one process, a test) and is used."""
+    store = state.store()
+    what = process_local(store)
+    if what is None:
+        return
+    lister = getattr(store, "owners", None)
+    if lister is not None and lister():
+        return
+    handle = state.store_handle
+    if handle is not None and handle.given:
+        fix = (
+            f"you passed store={type(store).__name__}() to A2A: leave store= out to use "
+            "A2A_DATABASE_URL or the app's Flask-SQLAlchemy database"
+        )
+    else:
+        fix = "use a SQL store (A2A_DATABASE_URL, or Flask-SQLAlchemy on the app)"
+    raise click.ClickException(
+        f"flask a2a {command}: {what} keeps tasks inside the server process that made them, "
+        "and this command runs in a process of its own, which holds none of them; to manage "
+        f"tasks from the command line, {fix}"
+    )
+
+
 def _nothing_for(state: A2AState, name: str, owner: str, what: str) -> str:
     """The line for an owner with nothing stored, saying what an owner is when that may be why."""
     line = f"{what} for {owner}"
@@ -193,6 +219,7 @@ def tasks_command(owner: str) -> None:
     OWNER is an owner id, or a user name the app's ``owner_lookup`` turns into one.
     """
     state = _state()
+    _shared_store(state, "tasks")
     name, owner = owner, owner_of(state, owner)
     records = owner_records(state, owner)
     if not records:
@@ -228,7 +255,9 @@ def _extension() -> A2A:
 def export_user_command(owner: str) -> None:
     """Print every task and push config of OWNER as JSON (data export); OWNER as for
     ``tasks``."""
-    owner = owner_of(_state(), owner)
+    state = _state()
+    _shared_store(state, "export-user")
+    owner = owner_of(state, owner)
     data = _extension().export_user_data(owner, app=current_app)
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
@@ -239,6 +268,7 @@ def export_user_command(owner: str) -> None:
 def erase_user_command(owner: str, yes: bool) -> None:
     """Delete every task and push config of OWNER (as for ``tasks``); their live runs are cut."""
     state = _state()
+    _shared_store(state, "erase-user")
     name, owner = owner, owner_of(state, owner)
     held = _extension().export_user_data(owner, app=current_app)
     task_ids = [row["task"]["id"] for row in held.get("tasks", ())]
@@ -272,6 +302,7 @@ def trim_command(owners: tuple[str, ...]) -> None:
     paused ones, exactly as after a settle in it: useful after lowering either bound.
     """
     state = _state()
+    _shared_store(state, "trim")
     exchange, settings = state.exchange, state.settings
     if not owners:
         lister = getattr(exchange.store, "owners", None)

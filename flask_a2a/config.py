@@ -80,6 +80,7 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_PUSH_RETRY_MAX_DELAY": 60.0,
     "A2A_PUSH_PAUSE_AFTER": 20,
     "A2A_PUSH_PAUSE_SECONDS": 600.0,
+    "A2A_PUSH_QUEUE_MAX_BYTES_PER_OWNER": 8 * 1024 * 1024,
     "A2A_PROTOCOL_VERSIONS": ("1.0",),
     "A2A_RUN_LEASES": True,
     "A2A_MIN_RUN_LEASE": 2.0,
@@ -288,6 +289,9 @@ class Settings:
     push_pause_after: int = 20
     #: Seconds a paused config stays paused.
     push_pause_seconds: float = 600.0
+    #: Bytes one owner's queued notifications may hold in Redis; past it one is dropped
+    #: (logged). Negative = no cap.
+    push_queue_max_bytes_per_owner: int = 8 * 1024 * 1024
     #: The A2A versions served on the same endpoints: 1.0, and 0.3 beside it when listed
     #: (docs/protocol-versions.md).
     protocol_versions: tuple[str, ...] = ("1.0",)
@@ -432,6 +436,10 @@ class Settings:
         if self.push_pause_after < 1 or self.push_pause_seconds <= 0:
             raise ConfigError(
                 "A2A_PUSH_PAUSE_AFTER must be at least 1 and A2A_PUSH_PAUSE_SECONDS positive"
+            )
+        if self.push_queue_max_bytes_per_owner == 0:
+            raise ConfigError(
+                "A2A_PUSH_QUEUE_MAX_BYTES_PER_OWNER must be positive (or negative: no cap)"
             )
 
 

@@ -10,6 +10,7 @@ holds them all.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import typing as t
 import weakref
 
@@ -26,10 +27,13 @@ from .card.document import (
 )
 from .cli_entry import a2a_cli as lazy_a2a_cli
 from .config import DEFAULTS, Settings
+from .csrf import endpoints_of, exempt_from_csrf, exempt_from_csrf_hook
+from .entities.dispatch import AppDispatcher
 from .entities.entity import Entity, EntityGate
 from .entities.registry import EntityRegistry
 from .exchange.bus import Bus
 from .exchange.methods import Exchange
+from .exchange.reentry import ReentryHook
 from .exchange.router import Skill
 from .exchange.runner import Runner, default_runner
 from .exchange.tasks import TaskUpdater
@@ -39,10 +43,10 @@ from .protocol.extensions import declared_extensions
 from .protocol.model import Principal
 from .protocol.scrub import scrub
 from .push.secrets import PushSecrets
-from .store.base import Store, holds_nothing_at_rest
+from .store.base import ListQuery, Store, holds_nothing_at_rest
 from .store.choice import LazyStore, chosen_store, store_for
 from .versions import check_versions
-from .views import agent_blueprint, exchange_view, rest_unrouted, rest_view
+from .views import agent_blueprint, rest_unrouted
 from .wiring import (
     default_bus,
     mounted,
@@ -61,6 +65,7 @@ if t.TYPE_CHECKING:
 PrincipalHook = t.Callable[[], "Principal | str | int | None"]
 ExtendedCardHook = t.Callable[[Principal], t.Any]
 OwnerLookup = t.Callable[[str], "str | int | None"]
+OwnerName = t.Callable[[str], "str | None"]
 
 #: The views of an agent's blueprint the agent role serves.
 _ROLE_VIEWS: t.Final = (
@@ -89,8 +94,12 @@ class A2AState:
         self.entities: EntityRegistry | None = None
         #: Seals push secrets at rest (the memory store keeps them as given, in memory).
         self.push_secrets: PushSecrets | None = None
+        #: The endpoint names this agent serves (``A2A.endpoints``); set by ``init_app``.
+        self.endpoints: tuple[str, ...] = ()
         #: The host's ``owner_lookup`` (a user name to an owner id, for ``flask a2a``).
         self.owner_lookup: OwnerLookup | None = None
+        #: The host's ``owner_name`` (an owner id to the name the console shows).
+        self.owner_name: OwnerName | None = None
         #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
         self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
         #: The agent's name (``A2A(name=...)``) and where its card is served.
@@ -182,6 +191,12 @@ class A2A:
     its own (``store=``, ``runner=``, ``bus=``).
     :param owner_lookup: ``lookup(name) -> owner id | None``, run in the app context: lets an
         operator name a user (``flask a2a tasks susan``) where owners are ids.
+    :param owner_name: ``owner_name(owner_id) -> str | None``, run in the request: the name the
+        console shows for its user ("Signed in as alice", not "2"); the reverse of
+        ``owner_lookup``.
+    :param reentry: ``hook(reentry)``, run on every request a run re-enters the app with
+        (entity skills, ``TaskContext.call_app``): adds the headers or WSGI environ keys the
+        host's own hooks need (:class:`flask_a2a.Reentry`); an ``Entity``'s own runs after it.
 
     Settings are ``A2A_*`` config keys read once in :meth:`init_app` (docs/configuration.md).
     """
@@ -208,6 +223,8 @@ class A2A:
         config: t.Mapping[str, t.Any] | None = None,
         well_known_card: bool | None = None,
         owner_lookup: OwnerLookup | None = None,
+        reentry: ReentryHook | None = None,
+        owner_name: OwnerName | None = None,
     ) -> None:
         self._name = check_name(name) if name is not None else DEFAULT_AGENT
         self._prefix = (url_prefix or "").rstrip("/")
@@ -221,6 +238,10 @@ class A2A:
         self._bus = bus
         self._console_admin = console_admin
         self._owner_lookup = owner_lookup
+        self._owner_name = owner_name
+        if reentry is not None and not callable(reentry):
+            raise TypeError("A2A reentry= must be a function of a flask_a2a.Reentry")
+        self._reentry = reentry
         self._entities = list(entities)
         self._entity_gate = entity_gate
         self._push_client = push_client
@@ -278,7 +299,11 @@ class A2A:
                     f"{rule.rule!r} ({rule.endpoint!r}); choose another A2A_REST_PATH, "
                     "or '' to serve no REST binding"
                 )
-        check_card_config(self._card, settings, self._signing_keys, app)
+        card = self._card
+        if not card.name:  # the app's name, as its users know it (and the agent's, if named)
+            named = app.name if self._name == DEFAULT_AGENT else f"{app.name} {self._name}"
+            card = dataclasses.replace(card, name=named)
+        check_card_config(card, settings, self._signing_keys, app)
         if first is not None and self._store is None and first.store_handle is not None:
             store = first.store_handle  # the agents of one app share the store
         else:
@@ -303,7 +328,8 @@ class A2A:
             client=self._push_client,
             resolver=self._push_resolver,
         )
-        entities = EntityRegistry(self._entities, app, self._entity_gate)
+        dispatcher = AppDispatcher(app, self._reentry)
+        entities = EntityRegistry(self._entities, dispatcher, self._entity_gate)
         skills = list(self._skills)
         if not settings.disable_entity_skills:
             with app.app_context():  # the gate may read the app's config
@@ -318,19 +344,20 @@ class A2A:
             runner,
             extended_card=self._extended_card,
             push=push,
-            extensions=declared_extensions(self._card.extensions),
+            extensions=declared_extensions(card.extensions),
             bus=bus,
-            default_modes=(self._card.default_input_modes, self._card.default_output_modes),
+            default_modes=(card.default_input_modes, card.default_output_modes),
         )
         # Handlers and job workers use the app as a view does: current_app, db.session.
         exchange.runs.run_context = app.app_context
+        exchange.runs.reenter = dispatcher
         exchange.updater_context = lambda: _app_context(app)
         store.when_chosen(lambda chosen: watch_replicas(exchange))
         if settings.fleet_limits:
             from .fleet.limits import install_fleet_limits
 
             install_fleet_limits(exchange)
-        state = A2AState(exchange, self._principal, self._card, self._signing_keys)
+        state = A2AState(exchange, self._principal, card, self._signing_keys)
         scoping = state.scoping = Scoping(self._name, registry)
         # The host's code (handlers, the extended card hook) sees the caller's own tenant.
         exchange.runs.handler_principal = scoping.host
@@ -342,6 +369,7 @@ class A2A:
         state.store_handle = store
         state.card_path = card_path
         state.owner_lookup = self._owner_lookup
+        state.owner_name = self._owner_name
         self._states[app] = state
         registry.states[self._name] = state
         share_bus([s.exchange for s in registry.states.values() if s.exchange.bus is bus])
@@ -355,8 +383,8 @@ class A2A:
         if first is None:
             app.extensions["a2a"] = state
             app.extensions[REGISTRY_KEY] = registry
-            state.csrf_exempted = _exempt_from_csrf(app)  # CSRFProtect registered before A2A
-            app.before_request(_exempt_from_csrf_hook)  # ... or after: this runs before its check
+            state.csrf_exempted = exempt_from_csrf(app)  # CSRFProtect registered before A2A
+            app.before_request(exempt_from_csrf_hook)  # ... or after: this runs before its check
             app.before_request(rest_unrouted)  # every agent's REST prefix
             # `flask a2a` on the app itself too: Flask before 2.1 finds plugin commands only
             # through pkg_resources, which setuptools 81 and newer no longer ship.
@@ -365,6 +393,7 @@ class A2A:
                 from .console import register as register_console
 
                 register_console(app, settings.console_path, self._console_admin)
+        state.endpoints = endpoints_of(app, blueprint.name, console=first is None)
         if settings.role == "agent" and not registry.guarded:
             registry.guarded = True  # one guard serves every agent's endpoints
             state.cards.guard_agent_role(app, registry.role_endpoints)
@@ -396,6 +425,12 @@ class A2A:
 
     def exchange(self, app: Flask | None = None) -> Exchange:
         return self.state(app).exchange
+
+    def endpoints(self, app: Flask | None = None) -> tuple[str, ...]:
+        """Every endpoint name this agent serves: its exchange, REST binding, card, JWKS and
+        health route, and the console's (the first agent's). For a CSRF check of the app's own
+        to skip: ``if request.endpoint not in a2a.endpoints(): check_csrf()``."""
+        return self.state(app).endpoints
 
     def skills(self, app: Flask | None = None) -> list[Skill]:
         """Every skill the exchange serves (what feeds the agent card)."""
@@ -435,37 +470,31 @@ class A2A:
         Returns the number of rows removed.
         """
         mine = self.state(app)
+        every = mine.scoping.registry.states.values() if mine.scoping is not None else [mine]
+        pushes = [s.exchange.push for s in every if s.exchange.push is not None]
+        # Their ids first: a push queue keeps each task's delivery status beside the store.
+        task_ids = _task_ids(mine.exchange.store, owner) if any(p.queue for p in pushes) else []
         removed = mine.exchange.store.erase_owner(owner)
         # The store is shared by the app's agents: the owner's runs end in each of them.
-        every = mine.scoping.registry.states.values() if mine.scoping is not None else [mine]
         for state in every:
             for run in state.exchange.live_runs():
                 if run.owner == owner:
                     state.exchange.forget(run.task_id)
+        for push in pushes:  # and what their push queues hold for the owner
+            push.owner_erased(owner, task_ids)
         return removed
 
 
-def _exempt_from_csrf(app: Flask) -> bool:
-    """Exempt the exchange view from Flask-WTF's ``CSRFProtect`` when the app has one.
-
-    The exchange is no form endpoint: its Origin gate (a cross-site browser POST is refused
-    before the body is read) and its JSON content type are its CSRF defence, and A2A clients
-    carry no CSRF token. Only this view is exempted; the app's own routes stay checked.
-    """
-    exempt = getattr(app.extensions.get("csrf"), "exempt", None)
-    if exempt is None:
-        return False
-    exempt(exchange_view)
-    exempt(rest_view)
-    return True
-
-
-def _exempt_from_csrf_hook() -> None:
-    """Registered by ``init_app``, so it runs before the check of a ``CSRFProtect`` set up
-    later (before-request hooks run in registration order); once done, it only reads a flag."""
-    state = _state()
-    if not state.csrf_exempted:
-        state.csrf_exempted = _exempt_from_csrf(current_app)
+def _task_ids(store: Store, owner: str) -> list[str]:
+    """Every task id of ``owner``, across tenants and scope sets."""
+    ids: list[str] = []
+    query = ListQuery(owner=owner, tenanted=False, scoped=False, limit=500)
+    while True:
+        page = store.list_tasks(query)
+        ids.extend(record.task.id for record in page.records if record.owner == owner)
+        if page.next_cursor is None or not page.records:
+            return ids
+        query = dataclasses.replace(query, cursor=page.next_cursor)
 
 
 def _app_context(app: Flask) -> t.ContextManager[object]:

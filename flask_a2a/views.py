@@ -11,6 +11,7 @@ import io
 import typing as t
 
 from flask import Blueprint, Flask, Request, Response, current_app, request
+from werkzeug.exceptions import HTTPException
 
 from .agents import DEFAULT_AGENT, agents
 from .bindings import jsonrpc as jsonrpc_binding
@@ -19,7 +20,10 @@ from .bindings import rest_v03 as rest_v03_binding
 from .card.document import PROTECTED_RESOURCE_PATH, CardPublisher
 from .config import Settings
 from .exchange.calls import HTTPRequest, Reply
+from .host_refusals import answer_host_refusals
 from .ops.metrics import metrics_view
+from .protocol import jsonrpc
+from .protocol.errors import A2AError
 from .protocol.model import Principal
 
 if t.TYPE_CHECKING:
@@ -122,6 +126,10 @@ class FlaskHTTPRequest(HTTPRequest):
         return self._req.args
 
     @property
+    def environ(self) -> t.Mapping[str, t.Any]:
+        return self._req.environ
+
+    @property
     def client_socket(self) -> t.Any:
         environ = self._req.environ
         return environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
@@ -178,9 +186,26 @@ class _Refresh:
         environ["CONTENT_LENGTH"] = "0"
         app = self.app
         with app.request_context(environ):
-            if app.preprocess_request() is not None:
+            try:
+                if app.preprocess_request() is not None:
+                    return None  # the host's hooks answered instead: a refusal
+            except HTTPException:  # ... or aborted (a ban, a CSRF check, a login hook)
                 return None
             return self.state.resolve_principal()
+
+
+def _refusal_answer() -> t.Callable[[A2AError], Response]:
+    """How this request's endpoint answers a refusal: a JSON-RPC error (no id: the body was
+    never read) on the exchange, the REST binding's error everywhere else."""
+    state = agent_state()
+    if (request.endpoint or "").endswith(".exchange"):
+        return lambda error: _answer(state, jsonrpc_binding.error_reply(jsonrpc.NO_ID, error))
+    return lambda error: _answer(state, rest_binding.error_reply(error))
+
+
+def _is_api() -> bool:
+    """The request is for the exchange or the REST binding (not the card, a GET page)."""
+    return (request.endpoint or "").rpartition(".")[2] in ("exchange", "rest", "rest_root")
 
 
 def agent_blueprint(
@@ -195,6 +220,7 @@ def agent_blueprint(
             settings.rest_mount + "/<path:route>", "rest", rest_view, methods=ALL_METHODS
         )
     cards.add_routes(bp, prefix, well_known)
+    answer_host_refusals(bp, _refusal_answer, redirects=_is_api)
     # The metrics are the process's: an agent whose metrics path is taken serves none.
     taken = {rule.rule for rule in app.url_map.iter_rules()}
     if settings.metrics_path and settings.metrics_path not in taken:

@@ -197,4 +197,5 @@ def _push_queue(settings: Settings, secrets: PushSecrets) -> PushQueue | None:
         timeout=settings.push_timeout,
         secrets=secrets,
         metrics=recorder(settings.metrics, settings.agent),
+        max_bytes_per_owner=settings.push_queue_max_bytes_per_owner,
     )

@@ -283,8 +283,16 @@ def test_trim_cancels_paused_tasks_past_their_bound(
 
 
 def test_trim_needs_owners_unless_the_store_lists_them(make_app: t.Callable[..., Flask]) -> None:
-    class Unlisting(MemoryStore):
-        owners = None  # type: ignore[assignment]  # a custom store that cannot list its owners
+    class Unlisting:
+        """A custom store (not one that lives in this process) that cannot list its owners."""
+
+        def __init__(self) -> None:
+            self._store = MemoryStore()
+
+        def __getattr__(self, name: str) -> t.Any:
+            if name == "owners":
+                raise AttributeError(name)
+            return getattr(self._store, name)
 
     app = make_app(store=Unlisting())
     result = run(app, "trim")
@@ -446,6 +454,39 @@ def test_entry_point_registers_the_group() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["tasks", "alice"],
+        ["export-user", "alice"],
+        ["erase-user", "alice", "--yes"],
+        ["trim"],
+    ],  # fmt: skip
+)
+def test_commands_refuse_a_store_that_lives_in_the_server(command: list[str]) -> None:
+    """The example agent keeps tasks in the memory store, in its server's process: in the
+    command's own process that store is empty, and "no tasks" or "nothing stored" would tell
+    an operator answering an erasure request that it is done."""
+    done = subprocess.run(
+        [sys.executable, "-m", "flask", "a2a", *command],
+        cwd=ROOT,
+        env={**os.environ, "FLASK_APP": "examples/agent.py"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout
+    assert done.stdout == ""
+    refusal = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    expected = (
+        f"Error: flask a2a {command[0]}: the memory store keeps tasks inside the server process "
+        "that made them, and this command runs in a process of its own, which holds none of "
+        "them; to manage tasks from the command line, use a SQL store (A2A_DATABASE_URL, or "
+        "Flask-SQLAlchemy on the app)"
+    )
+    assert refusal == [expected]
+
+
 # ------------------------------------------------------------------ the exchange's log lines
 
 #: A host app that configures logging at different moments (argv[1] says which).
@@ -543,3 +584,13 @@ class A2AClientForLogs:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)  # a subprocess's socket: there is no event to await
+
+
+def test_the_refusal_names_a_memory_store_the_host_passed(make_app: t.Callable[..., Flask]) -> None:
+    app = make_app(store=MemoryStore())  # holds nothing: as in a command's own process
+    result = run(app, "tasks", "alice")
+    assert result.exit_code == 1
+    assert result.output.strip().endswith(
+        "to manage tasks from the command line, you passed store=MemoryStore() to A2A: leave "
+        "store= out to use A2A_DATABASE_URL or the app's Flask-SQLAlchemy database"
+    )

@@ -164,7 +164,12 @@ def test_a_non_json_answer_names_its_status_and_body() -> None:
         skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)],
     )
     try:
-        reply = A2ATestClient(app).rpc("ListTasks", {})
+        # On the exchange's endpoint the host's page is answered as the binding's error ...
+        refused = A2ATestClient(app).rpc("ListTasks", {})
+        assert (refused.status, refused.code) == (400, -31400)
+        assert refused.error["message"] == "Bad Request: The CSRF token is missing."
+        # ... and the test client still reads a page met anywhere else, saying what it is.
+        reply = A2ATestClient(app, path="/elsewhere").rpc("ListTasks", {})
         assert reply.status == 400  # constructing the answer does not crash
         assert "CSRF token is missing" in reply.text
         for read in (lambda r: r.json, lambda r: r.result, lambda r: r.error, lambda r: r.code):

@@ -24,6 +24,7 @@ from ..protocol.errors import (
     ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
     ExtensionSupportRequiredError,
+    ForbiddenError,
     ForbiddenOriginError,
     InternalError,
     InvalidAgentResponseError,
@@ -33,8 +34,10 @@ from ..protocol.errors import (
     MalformedBodyError,
     MethodNotAllowedError,
     MethodNotFoundError,
+    NotFoundError,
     PayloadTooLargeError,
     PushNotificationNotSupportedError,
+    RateLimitedError,
     StreamSeatsExhaustedError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -80,9 +83,12 @@ STATUS: t.Final[dict[type[A2AError], tuple[int, str]]] = {
     MalformedBodyError: (400, "INVALID_ARGUMENT"),
     UnauthenticatedError: (401, "UNAUTHENTICATED"),
     ForbiddenOriginError: (403, "PERMISSION_DENIED"),
+    ForbiddenError: (403, "PERMISSION_DENIED"),
+    NotFoundError: (404, "NOT_FOUND"),
     MethodNotAllowedError: (405, "METHOD_NOT_ALLOWED"),
     PayloadTooLargeError: (413, "INVALID_ARGUMENT"),
     StreamSeatsExhaustedError: (429, "RESOURCE_EXHAUSTED"),
+    RateLimitedError: (429, "RESOURCE_EXHAUSTED"),
 }
 
 #: ErrorInfo reasons for the errors whose JSON-RPC answer carries no ``data`` (REST answers

@@ -73,7 +73,9 @@ class AgentCard:
         every request that does not (-32008).
     """
 
-    name: str = "Flask A2A agent"
+    #: The agent's name; by default the app's (``app.name``, and the agent's own name when
+    #: an app serves several), filled in by ``A2A.init_app``.
+    name: str = ""
     description: str = "An A2A agent served by flask_a2a."
     version: str = "1.0.0"
     provider_organization: str | None = None

@@ -23,6 +23,7 @@ from ..protocol.model import (
     TaskState,
     TaskStatusUpdateEvent,
 )
+from ..protocol.pages import page_text
 
 StreamEvent = t.Union[Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent]
 
@@ -58,7 +59,12 @@ def json_of(response: requests.Response, kind: str) -> t.Any:
     try:
         return response.json()
     except ValueError:
-        raise A2AClientError(f"HTTP {status}: the answer is not {kind}", status) from None
+        # Something in front of the agent answered (a proxy, a host app's error page): quote
+        # what a person would read first of it.
+        mimetype = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        said = page_text(response.content, mimetype)
+        said = f": {said}" if said else ""
+        raise A2AClientError(f"HTTP {status}: the answer is not {kind}{said}", status) from None
 
 
 def answer_of(response: requests.Response, request_id: int) -> t.Any:

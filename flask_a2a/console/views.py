@@ -19,8 +19,10 @@ from flask import Blueprint, Flask, Response, current_app, request, url_for
 from markupsafe import escape
 
 from ..bindings.checks import check_origin
+from ..bindings.rest import status_of
 from ..card.document import AGENT_CARD_PATH, skill_entry
 from ..exchange.calls import HTTPRequest
+from ..host_refusals import answer_host_refusals
 from ..protocol.errors import ForbiddenOriginError
 from ..protocol.scrub import scrub
 from .figures import figures
@@ -62,6 +64,8 @@ def blueprint(path: str, admin: AdminCheck | None) -> Blueprint:
     bp.add_url_rule(base + "/api/session", "session", session)
     bp.add_url_rule(base + "/api/card-signature", "card_signature", _card_signature)
     bp.add_url_rule(base + "/api/operators", "operators", operators)
+    # The host's refusals (its CSRF, ban or login hooks' HTML pages) as the reads' JSON.
+    answer_host_refusals(bp, lambda: lambda error: _refused(status_of(error)[0], error.message))
     bp.after_request(_security_headers)
     return bp
 
@@ -178,6 +182,7 @@ def _session(admin: AdminCheck | None) -> Response:
     return _json(
         {
             "owner": principal.owner,
+            "name": _owner_name(principal.owner),
             "tenant": principal.tenant,
             "scopes": None if principal.scopes is None else sorted(principal.scopes),
             "admin": is_admin(principal, admin),
@@ -185,6 +190,20 @@ def _session(admin: AdminCheck | None) -> Response:
             "tools": tools,
         }
     )
+
+
+def _owner_name(owner: str) -> str | None:
+    """The host's name for ``owner`` (``A2A(owner_name=...)``); one that raises names
+    nobody, logged."""
+    hook = _state().owner_name
+    if hook is None:
+        return None
+    try:
+        name = hook(owner)
+    except Exception as exc:
+        log.warning("a2a: owner_name failed: %s", scrub(repr(exc)))
+        return None
+    return str(name) if name not in (None, "") else None
 
 
 def _card_signature() -> Response:

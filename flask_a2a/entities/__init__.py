@@ -7,8 +7,8 @@ The public names of the package's modules (``entity``, ``operations``, ``tools``
 
 from .dispatch import ENTITY_CALL_ENVIRON_KEY as ENTITY_CALL_ENVIRON_KEY
 from .dispatch import MAX_ANSWER_BYTES as MAX_ANSWER_BYTES
-from .dispatch import Answer as Answer
 from .dispatch import AnswerTooLarge as AnswerTooLarge
+from .dispatch import AppDispatcher as AppDispatcher
 from .dispatch import dispatch as dispatch
 from .dispatch import refusal_text as refusal_text
 from .entity import DEFAULT_ROUTES as DEFAULT_ROUTES

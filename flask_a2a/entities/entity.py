@@ -14,6 +14,7 @@ import typing as t
 
 from marshmallow import Schema
 
+from ..exchange.reentry import ReentryHook
 from ..protocol.model import Principal
 from .operations import Argument, Operation
 
@@ -58,6 +59,10 @@ class Entity:
         out takes them all, as the generated CRUD blueprint does. The description, the tool
         schema and the argument check follow it.
     :param description: the skill description's lead line, instead of the generated one.
+    :param title: the skill's name on the card (default ``"<Name> records"``).
+    :param reentry: ``hook(reentry)``, run on each request this entity's tools re-enter the
+        app with, after the agent's (``A2A(reentry=...)``): adds the headers or WSGI environ
+        keys the host's own hooks need (:class:`flask_a2a.Reentry`).
     """
 
     name: str
@@ -70,6 +75,8 @@ class Entity:
     public: bool = True
     arguments: t.Mapping[str, t.Sequence[str | Argument]] = dataclasses.field(default_factory=dict)
     description: str | None = None
+    title: str | None = None
+    reentry: ReentryHook | None = dataclasses.field(default=None, repr=False)
     #: The operations declared as :class:`Operation` objects, by name (set from ``operations``).
     declared_routes: t.Mapping[str, Operation] = dataclasses.field(
         init=False, default_factory=dict, repr=False
@@ -79,6 +86,10 @@ class Entity:
         for label, value in (("name", self.name), ("namespace", self.namespace)):
             if value is not None and not _NAME.match(value):
                 raise ValueError(f"Entity {label} {value!r} must match {_NAME.pattern}")
+        if self.title is not None and (not isinstance(self.title, str) or not self.title.strip()):
+            raise ValueError(f"Entity {self.name!r}: title must be a non-empty string")
+        if self.reentry is not None and not callable(self.reentry):
+            raise TypeError(f"Entity {self.name!r}: reentry must be a function of a Reentry")
         if isinstance(self.schema, type):
             if not issubclass(self.schema, Schema):
                 raise TypeError(f"Entity {self.name!r}: schema must be a marshmallow Schema")

@@ -11,19 +11,17 @@ from __future__ import annotations
 import json
 import logging
 import typing as t
-import weakref
 
+from ..exchange.reentry import Reentry, ReentryUnavailable
 from ..exchange.router import Skill
 from ..ops.log_fields import fields
 from ..protocol.model import Part, Principal
 from ..protocol.scrub import scrub
-from .dispatch import AnswerTooLarge, dispatch, refusal_text
+from .dispatch import AnswerTooLarge, AppDispatcher, refusal_text
 from .entity import Entity, EntityGate
 from .tools import ArgumentError, Tool, build_tools, describe_skill
 
 if t.TYPE_CHECKING:
-    from flask import Flask
-
     from ..exchange.tasks import TaskContext
 
 log = logging.getLogger("flask_a2a")
@@ -47,12 +45,16 @@ def _json_kind(value: object) -> str:
 class EntityRegistry:
     """The tools of every entity of one app, and the entity skills built from them.
 
+    :param dispatcher: re-enters the app as the caller (the agent's hook applied first).
     :param gate: ``gate(principal_or_None, entity, operation) -> bool``; every skill call runs
         it, and the public card lists only what it lets an anonymous caller (``None``) list.
     """
 
     def __init__(
-        self, entities: t.Iterable[Entity], app: Flask, gate: EntityGate | None = None
+        self,
+        entities: t.Iterable[Entity],
+        dispatcher: AppDispatcher,
+        gate: EntityGate | None = None,
     ) -> None:
         self.entities: dict[str, Entity] = {}
         self.tools: dict[str, Tool] = {}
@@ -63,7 +65,7 @@ class EntityRegistry:
             for tool in build_tools(entity):
                 self.tools[tool.name] = tool
         self.gate = gate
-        self._app = weakref.ref(app)
+        self.dispatcher = dispatcher
 
     def tools_of(self, entity: Entity) -> list[Tool]:
         return [self.tools[f"{entity.qualified_name}.{op}"] for op in entity.operations]
@@ -107,7 +109,7 @@ class EntityRegistry:
             examples = (json.dumps(example),)
         return Skill(
             id=entity.skill_id,
-            name=f"{entity.name.replace('_', ' ').capitalize()} records",
+            name=entity.title or f"{entity.name.replace('_', ' ').capitalize()} records",
             description=describe_skill(entity, self.tools_of(entity)),
             handler=lambda task: self.run(task, entity),
             tags=("entity", entity.name),
@@ -142,13 +144,13 @@ class EntityRegistry:
         except ArgumentError as exc:
             task.fail(scrub(f"invalid arguments: {exc}")[:1000])
             return
-        app = self._app()
-        if app is None:
+        task.check()
+        reentry = Reentry.of(task, call.method, call.path, query=call.query, json=call.body)
+        try:
+            answer = self.dispatcher(reentry, entity.reentry)
+        except ReentryUnavailable:  # the app is gone (shutting down)
             task.fail(TOOL_UNAVAILABLE)
             return
-        task.check()
-        try:
-            answer = dispatch(app, call, task.credentials)
         except AnswerTooLarge as exc:
             task.fail(f"entity request failed: {exc}")
             return
@@ -162,8 +164,8 @@ class EntityRegistry:
             )
             task.fail("entity request failed: status 500: Internal Server Error")
             return
-        if not 200 <= answer.status < 300:
-            task.fail(f"entity request failed: status {answer.status}: {refusal_text(answer)}")
+        if not answer.ok:
+            task.fail(f"entity request failed: {refusal_text(answer)}")
             return
         try:
             data = json.loads(answer.body) if answer.body.strip() else None

@@ -39,6 +39,7 @@ class HTTPRequest:
         query: t.Mapping[str, str] | None = None,
         principal_refresher: t.Callable[[], t.Callable[[], Principal | None]] | None = None,
         client_socket: t.Any = None,
+        environ: t.Mapping[str, t.Any] | None = None,
     ) -> None:
         self.method = method
         self.headers = headers
@@ -53,6 +54,7 @@ class HTTPRequest:
         self._host = host
         self._query = query
         self._client_socket = client_socket
+        self._environ = environ
 
     @property
     def host(self) -> str:
@@ -62,6 +64,12 @@ class HTTPRequest:
     @property
     def query(self) -> t.Mapping[str, str]:
         return self._query if self._query is not None else {}
+
+    @property
+    def environ(self) -> t.Mapping[str, t.Any]:
+        """The request's WSGI environ (empty when there is none): where the call came from,
+        for a run that re-enters the app as its caller (``reentry.origin_environ``)."""
+        return self._environ if self._environ is not None else {}
 
     @property
     def client_socket(self) -> t.Any:

@@ -39,6 +39,7 @@ from ..store.memory import matches, page_of
 from .bus import Bus, BusEvent, BusHooks
 from .calls import Call, Method, Reply
 from .media import MediaCheck
+from .reentry import Caller
 from .replicas import ReplicaWatch, is_shared
 from .retention import Retention
 from .router import Skill
@@ -48,7 +49,7 @@ from .runner import Runner
 from .runs import Runs, visible_record
 from .stream_replies import close_stream, stored_event, stream_reply
 from .streams import Seats, off_stack
-from .tasks import TaskUpdater, credential_headers
+from .tasks import TaskUpdater
 from .writer import TaskWriter
 
 log = logging.getLogger("flask_a2a")
@@ -273,7 +274,7 @@ class Exchange:
             message,
             call.principal,
             config,
-            credentials=credential_headers(call.http.headers),
+            caller=Caller.of(call.http),
             extensions=call.extensions,
             here=True,
         )
@@ -316,7 +317,7 @@ class Exchange:
                 call.principal,
                 config,
                 subscribe=True,
-                credentials=credential_headers(call.http.headers),
+                caller=Caller.of(call.http),
                 extensions=call.extensions,
             )
         except BaseException:
@@ -370,12 +371,15 @@ class Exchange:
         self.retention.trim_tier(record)
 
     def forget(self, task_id: str, *, local: bool = False) -> None:
-        """A task was deleted: cut its local run and end its streams with no event. ``local``:
+        """A task was deleted: cut its local run, end its streams with no event and delete its
+        queued push notifications. ``local``:
         a settled task (retention), which no other replica runs or streams any more, so a
         shared bus (Redis) is not told: a blocking send whose settle trims its tier costs the
         bus nothing."""
         self.runs.cut(task_id)
         self.bus.publish(BusEvent.removed(task_id, local=local))
+        if self.push is not None:  # its queued notifications go with it
+            self.push.task_deleted(task_id)
 
     # ------------------------------------------------------------------ push configs
 
@@ -432,7 +436,7 @@ class Exchange:
         record = self.visible_record(params["task_id"], call.principal)
         # Idempotent (spec §3.1.10): a config already gone, or never there, answers null too.
         self.store.delete_push_config(record.task.id, params["id"])
-        self._push().forget(record.task.id)
+        self._push().config_deleted(record.task.id, params["id"])
         return None
 
     # ------------------------------------------------------------------ the extended card

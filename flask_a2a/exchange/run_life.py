@@ -35,6 +35,7 @@ from ..protocol.scrub import scrub, scrub_exception
 from ..store.base import StaleTaskError, Store, TaskRecord
 from .bus import Bus, BusEvent
 from .owed import INTERNAL_ERROR, OwedSettles
+from .reentry import Dispatcher
 from .router import Skill
 from .run_state import Run
 from .runner import Runner, RunSlots
@@ -93,6 +94,9 @@ class RunLife:
         #: wiring sets it to the serving app's ``app_context``, whose teardown ends the run's
         #: database session. The core knows no Flask.
         self.run_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext
+        #: Runs a request through the app as a run's caller (``TaskContext.call_app``, entity
+        #: skills): the extension sets it; None in an exchange built without one.
+        self.reenter: Dispatcher | None = None
         #: Tasks whose run could not store its settle: settled once the store answers again.
         self.owed = OwedSettles(
             writer, runner, settings.replica_poll_interval, lambda task_id: task_id in self._runs

@@ -30,6 +30,7 @@ from ..protocol.model import (
 from ..store.base import StaleTaskError, Store, TaskRecord
 from .bus import Bus, Subscription
 from .media import MediaCheck
+from .reentry import Caller
 from .retention import Retention
 from .router import Skill, route
 from .run_life import RunLife
@@ -96,7 +97,7 @@ class Runs(RunLife):
         config: dict[str, t.Any],
         *,
         subscribe: bool = False,
-        credentials: t.Mapping[str, str] | None = None,
+        caller: Caller | None = None,
         extensions: t.Iterable[str] = (),
         here: bool = False,
     ) -> Started:
@@ -104,10 +105,10 @@ class Runs(RunLife):
 
         Every refusal happens before anything is written. With ``subscribe`` the bus
         subscription is taken before the run starts, so a stream misses no event.
-        ``credentials`` (the caller's credential headers) go to the run, never to the store;
-        so do ``extensions`` (those the request activated). With ``here`` (a blocking send,
-        which waits for its run anyway) a runner that can (gevent) only prepares the run: the
-        caller runs it in its own greenlet with :meth:`run_here`.
+        ``caller`` (the caller's credential headers and origin) goes to the run, never to
+        the store; so do ``extensions`` (those the request activated). With ``here`` (a
+        blocking send, which waits for its run anyway) a runner that can (gevent) only
+        prepares the run: the caller runs it in its own greenlet with :meth:`run_here`.
         """
         self._check_push_config(config)
         if message.task_id:
@@ -116,7 +117,7 @@ class Runs(RunLife):
                 principal,
                 config,
                 subscribe,
-                credentials,
+                caller,
                 extensions=extensions,
                 here=here,
             )
@@ -178,7 +179,7 @@ class Runs(RunLife):
             principal,
             skill,
             subscribe,
-            credentials,
+            caller,
             extensions=extensions,
             detached=bool(config.get("return_immediately")),
             here=here,
@@ -191,7 +192,7 @@ class Runs(RunLife):
         principal: Principal,
         skill: Skill,
         subscribe: bool,
-        credentials: t.Mapping[str, str] | None,
+        caller: Caller | None,
         *,
         extensions: t.Iterable[str] = (),
         detached: bool = False,
@@ -204,7 +205,7 @@ class Runs(RunLife):
             message,
             principal,
             skill,
-            credentials,
+            caller,
             extensions=extensions,
             reveal=subscribe and record.version == 0,
             detached=detached,
@@ -228,7 +229,7 @@ class Runs(RunLife):
         principal: Principal,
         config: dict[str, t.Any],
         subscribe: bool,
-        credentials: t.Mapping[str, str] | None = None,
+        caller: Caller | None = None,
         *,
         extensions: t.Iterable[str] = (),
         here: bool = False,
@@ -251,7 +252,7 @@ class Runs(RunLife):
             self.media.check(served, message, config.get("accepted_output_modes") or ())
         if not record.state.interrupted:  # submitted or working: a follow-up to its run
             return self._follow_up(
-                record, message, principal, config, subscribe, credentials, extensions
+                record, message, principal, config, subscribe, caller, extensions
             )
         skill = self.skills.get(record.skill or "")
         if skill is None:
@@ -281,7 +282,7 @@ class Runs(RunLife):
             principal,
             skill,
             subscribe,
-            credentials,
+            caller,
             extensions=extensions,
             detached=bool(config.get("return_immediately")),
             here=here,
@@ -294,7 +295,7 @@ class Runs(RunLife):
         principal: Principal,
         config: dict[str, t.Any],
         subscribe: bool,
-        credentials: t.Mapping[str, str] | None,
+        caller: Caller | None,
         extensions: t.Iterable[str],
     ) -> Started:
         """A message to a task still running (spec §3.3.3): appended to its history in one
@@ -310,7 +311,7 @@ class Runs(RunLife):
                 if subscription is not None:
                     subscription.close()
                 return self._resume(
-                    message, principal, config, subscribe, credentials, extensions=extensions
+                    message, principal, config, subscribe, caller, extensions=extensions
                 )
             if stored.state.terminal:
                 raise UnsupportedOperationError(
@@ -408,7 +409,7 @@ class Runs(RunLife):
         message: Message,
         principal: Principal,
         skill: Skill,
-        credentials: t.Mapping[str, str] | None = None,
+        caller: Caller | None = None,
         *,
         extensions: t.Iterable[str] = (),
         reveal: bool = False,
@@ -429,8 +430,9 @@ class Runs(RunLife):
             message,
             self.handler_principal(principal),
             skill,
-            credentials,
+            caller,
             extensions=extensions,
+            reenter=self.reenter,
         )
         with self._lock:
             self._runs[run.task_id] = run

@@ -14,6 +14,7 @@ import typing as t
 from ..config import Settings
 from ..ops.log_fields import fields
 from ..protocol import jsonrpc, wire
+from ..protocol.errors import UnauthenticatedError
 from ..protocol.model import Principal, Task, TaskStatus, TaskStatusUpdateEvent
 from ..protocol.scrub import scrub
 from ..store.base import Store, TaskRecord
@@ -22,6 +23,12 @@ from .calls import Call, Reply
 from .run_life import RunLife
 from .streams import HEADERS, relay
 from .writer import is_final
+
+#: The message of the error that ends a stream whose caller no longer resolves.
+STREAM_REFUSED: t.Final = (
+    "Authentication required: the caller no longer resolves to this stream's owner "
+    "(signed out, banned, or a token revoked)"
+)
 
 log = logging.getLogger("flask_a2a")
 
@@ -132,6 +139,16 @@ class TaskFeed:
             and now.tenant == principal.tenant
             and now.scopes == principal.scopes
         )
+
+    def refused(self) -> str:
+        """A -31401 error as the stream's last event: a JSON-RPC error response with the
+        stream's id, or on HTTP+JSON the ``google.rpc.Status`` its refusals answer."""
+        error = UnauthenticatedError(STREAM_REFUSED)
+        if self.head is None:
+            status = {"code": 401, "status": "UNAUTHENTICATED", "message": error.message,
+                      "details": error.data()}  # fmt: skip
+            return jsonrpc.encode({"error": status})
+        return self.head[: -len('"result":')] + '"error":' + jsonrpc.encode(error.to_dict()) + "}"
 
     def poll(self, version: int) -> tuple[str, int, bool] | None:
         """A snapshot when the stored version moved past ``version`` without a local event."""

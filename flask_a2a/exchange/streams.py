@@ -38,6 +38,9 @@ class Feed(t.Protocol):
     def still_allowed(self) -> bool:
         """Re-resolves the caller (at each keep-alive); False ends the stream."""
 
+    def refused(self) -> str:
+        """The last event of a stream whose caller no longer resolves (a -31401 error)."""
+
     def poll(self, version: int) -> tuple[str, int, bool] | None:
         """The stored task when newer than ``version`` (result JSON, version, final)."""
 
@@ -248,6 +251,7 @@ def _opening(
             if time.monotonic() < beat_at:
                 continue
             if not feed.still_allowed():
+                yield frame(feed.refused()).encode()
                 return None
             yield _KEEPALIVE
             beat_at = time.monotonic() + keepalive
@@ -327,6 +331,7 @@ def _relay(
                     due = time.monotonic() + every
                 beat = poll_interval is None or time.monotonic() >= beat_at
                 if beat and not feed.still_allowed():
+                    yield frame(feed.refused()).encode()
                     return
                 polled = feed.poll(version)
                 if polled is not None:

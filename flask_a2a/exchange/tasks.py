@@ -42,11 +42,9 @@ from ..protocol.wire import dump_event
 from ..store.base import StaleTaskError
 from .bus import BusEvent
 from .parts import artifact_parts, returned_parts
+from .reentry import AppAnswer, Caller, Dispatcher, Reentry, ReentryUnavailable
 from .run_state import Run
 from .writer import TaskWriter, is_final, storing
-
-if t.TYPE_CHECKING:
-    from .calls import HeaderLookup
 
 log = logging.getLogger("flask_a2a")
 
@@ -75,15 +73,6 @@ class SkillInfo(t.Protocol):
 _RECEIVE_SLICE: t.Final = 0.05
 #: A run's write that lost to follow-ups written first is built again over them this often.
 _MERGES: t.Final = 8
-
-#: The caller's headers a run may re-enter the app with (entity skills), and nothing else.
-CREDENTIAL_HEADERS: t.Final = ("Cookie", "Authorization", "X-API-Key")
-
-
-def credential_headers(headers: HeaderLookup) -> dict[str, str]:
-    """The caller's credential headers, by their canonical names (werkzeug matches any case)."""
-    found = {name: headers.get(name) for name in CREDENTIAL_HEADERS}
-    return {name: str(value) for name, value in found.items() if value is not None}
 
 
 class TaskMutations:
@@ -216,9 +205,10 @@ class TaskContext(TaskMutations):
         message: Message,
         principal: Principal,
         skill: SkillInfo,
-        credentials: t.Mapping[str, str] | None = None,
+        caller: Caller | None = None,
         *,
         extensions: t.Iterable[str] = (),
+        reenter: Dispatcher | None = None,
     ) -> None:
         self._writer = writer
         self._run = run
@@ -226,9 +216,10 @@ class TaskContext(TaskMutations):
         #: with its ``A2A-Extensions`` header (``message.extensions`` is what the message
         #: itself says it uses).
         self.extensions: frozenset[str] = frozenset(extensions)
-        #: The caller's credential headers (``CREDENTIAL_HEADERS``) from the request that
-        #: started or resumed this run, for re-entering the app as the caller; never stored.
-        self.credentials: t.Mapping[str, str] = dict(credentials or {})
+        #: What this run re-enters the app with (:meth:`call_app`): the caller's credential
+        #: headers and origin of the request that started or resumed it; never stored.
+        self.caller: Caller = caller or Caller()
+        self._reenter = reenter
         #: The message that started (or resumed) this run.
         self.message = message
         #: Who asked.
@@ -257,6 +248,32 @@ class TaskContext(TaskMutations):
     def settled(self) -> bool:
         """The task reached a terminal or interrupted state (or was handed off) in this run."""
         return self._settled
+
+    @property
+    def credentials(self) -> t.Mapping[str, str]:
+        """The caller's ``Cookie``, ``Authorization`` and ``X-API-Key`` headers."""
+        return self.caller.headers
+
+    def call_app(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: t.Any = None,
+        query: t.Mapping[str, t.Any] | None = None,
+        headers: t.Mapping[str, str] | None = None,
+    ) -> AppAnswer:
+        """Run ``method path`` through the app's whole WSGI stack as the caller, as an entity
+        skill does: the caller's credentials and address, ``Accept`` and ``Content-Type``
+        ``application/json``, ``json`` as the body, ``query`` as the query string, plus
+        ``headers`` and what the agent's re-entry hook adds. Its own request context (``g``,
+        session) is torn down after it. The answer is read up to 4 MiB."""
+        self.check()
+        if self._reenter is None:
+            raise ReentryUnavailable("this exchange serves no app to re-enter (no A2A extension)")
+        return self._reenter(
+            Reentry.of(self, method, path, query=query, json=json, headers=headers), None
+        )
 
     def check(self) -> None:
         """Raise if this run may no longer change its task; call it in long loops."""

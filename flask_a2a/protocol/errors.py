@@ -175,13 +175,33 @@ class UnauthenticatedError(A2AError):
     http_status = 401
 
 
-class ForbiddenOriginError(A2AError):
+class ForbiddenError(A2AError):
+    """The host app refused the caller before the exchange saw the request: its own CSRF,
+    ban or permission check (``abort(403)``, or its 403 page), answered with its text."""
+
+    code = -31403
+    message = "Forbidden"
+    reason = "FORBIDDEN"
+    http_status = 403
+
+
+class ForbiddenOriginError(ForbiddenError):
     """A browser ``Origin`` naming another authority, refused before the body is read."""
 
     code = -31403
     message = "Origin not allowed"
     reason = "FORBIDDEN_ORIGIN"
     http_status = 403
+
+
+class NotFoundError(A2AError):
+    """The host app answered "not found" on an endpoint of the exchange (its own hook's
+    ``abort(404)``, or its 404 page), answered with its text."""
+
+    code = -31404
+    message = "Not found"
+    reason = "NOT_FOUND"
+    http_status = 404
 
 
 class MethodNotAllowedError(A2AError):
@@ -200,7 +220,16 @@ class PayloadTooLargeError(A2AError):
     http_status = 413
 
 
-class StreamSeatsExhaustedError(A2AError):
+class RateLimitedError(A2AError):
+    """Too many requests: the host app's own rate limit (``abort(429)``, or its 429 page)."""
+
+    code = -31429
+    message = "Too many requests"
+    reason = "RATE_LIMITED"
+    http_status = 429
+
+
+class StreamSeatsExhaustedError(RateLimitedError):
     """The owner holds every stream seat and the overflow policy is ``refuse``."""
 
     code = -31429
@@ -223,13 +252,50 @@ def error_class_for_code(code: int) -> type[A2AError]:
     return A2AError
 
 
+#: The host app's refusal statuses, answered as these errors (:func:`host_refusal`).
+HOST_REFUSALS: t.Final[dict[int, type[A2AError]]] = {
+    400: MalformedBodyError,
+    401: UnauthenticatedError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    405: MethodNotAllowedError,
+    413: PayloadTooLargeError,
+    429: RateLimitedError,
+}
+
+
+def host_refusal(status: int, text: str) -> A2AError:
+    """What the host app's own refusal (a hook's ``abort``, an error page) on an endpoint of
+    the exchange is answered as: the binding's error for its status, with the host's words.
+    Another 4xx is a -31400; a 5xx is the -32603 it is."""
+    cls = HOST_REFUSALS.get(status) or (InternalError if status >= 500 else MalformedBodyError)
+    return cls(text or cls.message)
+
+
+def _class_for(code: int, reason: object) -> type[A2AError]:
+    """The class of a code; of two sharing one (-31429), the one naming ``reason``."""
+    for cls in _all_subclasses(A2AError):
+        if cls.code == code and reason is not None and cls.reason == reason:
+            return cls
+    return error_class_for_code(code)
+
+
 def error_from_dict(error: t.Mapping[str, t.Any]) -> A2AError:
     """Rebuild an error received over the wire: the inverse of :meth:`A2AError.to_dict`
-    (its class by code, its message, the ErrorInfo metadata and the field violations)."""
+    (its class by code and reason, its message, the ErrorInfo metadata and the field
+    violations)."""
     code = error.get("code")
-    cls = error_class_for_code(code) if isinstance(code, int) else A2AError
-    exc = cls(str(error.get("message", cls.message)))
     details = error.get("data")
+    reason = next(
+        (
+            d.get("reason")
+            for d in (details if isinstance(details, list) else ())
+            if isinstance(d, dict) and d.get("@type") == ERROR_INFO_TYPE
+        ),
+        None,
+    )
+    cls = _class_for(code, reason) if isinstance(code, int) else A2AError
+    exc = cls(str(error.get("message", cls.message)))
     for detail in details if isinstance(details, list) else ():
         if not isinstance(detail, dict):
             continue

@@ -4,9 +4,12 @@ Per config, deliveries go one at a time in event order (an appended artifact chu
 sequence number); an event that reaches a config's queue after a newer one is dropped, so the
 terminal state is always the last notification a receiver gets. Process-wide at most
 :data:`MAX_IN_FLIGHT` configs have a delivery in flight and :data:`MAX_WAITING` further events
-wait behind them; one owner holds at most :data:`MAX_PER_OWNER` of each. Past that an event is
-dropped with a warning, so a hung receiver delays only its own config and never the task.
-What a delivery does (a POST, or a hand-off to the queue) is the caller's ``send``.
+wait behind them; one owner holds at most :data:`MAX_PER_OWNER` of each, and only the first
+half of each is shared that way: past it, a slot (a waiting place) goes only to an owner with
+none, so a few owners whose receivers hold every delivery for its whole deadline leave the
+rest of the process to everyone else. Past the bounds an event is dropped with a warning, so a
+hung receiver delays only its own config and never the task. What a delivery does (a POST, or
+a hand-off to the queue) is the caller's ``send``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ log = logging.getLogger("flask_a2a")
 MAX_IN_FLIGHT: t.Final = 16
 MAX_WAITING: t.Final = 16
 MAX_PER_OWNER: t.Final = 4
+#: Slots in use past which a slot goes only to an owner with none in flight (and waiting
+#: places past which a place goes only to an owner with nothing waiting): half of each.
+SHARED_IN_FLIGHT: t.Final = MAX_IN_FLIGHT // 2
+SHARED_WAITING: t.Final = MAX_WAITING // 2
 #: Lanes of settled tasks whose last version is remembered, so a late event is still dropped.
 _CLOSED_MEMORY: t.Final = 4096
 #: At most one dropped-event warning per config per this many seconds (it carries the count).
@@ -128,7 +135,11 @@ class DropLog:
 
 
 class Dispatcher:
-    """The bounded queues: lanes per config, slots per process and per owner."""
+    """The bounded queues: lanes per config, slots per process and per owner.
+
+    ``shared_in_flight`` / ``shared_waiting``: how many slots / waiting places any owner may
+    take (up to ``per_owner``); the rest go one per owner.
+    """
 
     def __init__(
         self,
@@ -138,12 +149,16 @@ class Dispatcher:
         max_in_flight: int = MAX_IN_FLIGHT,
         max_waiting: int = MAX_WAITING,
         per_owner: int = MAX_PER_OWNER,
+        shared_in_flight: int = SHARED_IN_FLIGHT,
+        shared_waiting: int = SHARED_WAITING,
     ) -> None:
         self._send = send
         self._spawn = spawn
         self.max_in_flight = max_in_flight
         self.max_waiting = max_waiting
         self.per_owner = per_owner
+        self.shared_in_flight = shared_in_flight
+        self.shared_waiting = shared_waiting
         self._lock = threading.Lock()
         self._lanes: dict[tuple[str, str], _Lane] = {}
         self._closed: collections.OrderedDict[tuple[str, str], int] = collections.OrderedDict()
@@ -160,7 +175,7 @@ class Dispatcher:
     ) -> None:
         """Queue one event for one config, start it, or drop it (stale or over a bound)."""
         key = (config.task_id, config.id)
-        job = Notification(config, version, body, telemetry.capture())
+        job = Notification(config, version, body, telemetry.capture(), owner=owner)
         with self._lock:
             lane = self._lanes.get(key)
             if lane is None:
@@ -195,10 +210,16 @@ class Dispatcher:
         self._spawn(functools.partial(self._work, lane, job))
 
     def _may_run(self, owner: str) -> bool:
-        return self.in_flight < self.max_in_flight and self._owner_in_flight[owner] < self.per_owner
+        held = self._owner_in_flight[owner]
+        if self.in_flight >= self.max_in_flight or held >= self.per_owner:
+            return False
+        return not held or self.in_flight < self.shared_in_flight
 
     def _may_wait(self, owner: str) -> bool:
-        return self.waiting < self.max_waiting and self._owner_waiting[owner] < self.per_owner
+        held = self._owner_waiting[owner]
+        if self.waiting >= self.max_waiting or held >= self.per_owner:
+            return False
+        return not held or self.waiting < self.shared_waiting
 
     def _take_slot(self, lane: _Lane) -> None:
         lane.running = True
@@ -254,7 +275,7 @@ class Dispatcher:
             if lane.running or not lane.queue:
                 self._ready.remove(lane)
                 continue
-            if self._owner_in_flight[lane.owner] < self.per_owner:
+            if self._may_run(lane.owner):
                 self._ready.remove(lane)
                 self._take_slot(lane)
                 started.append((lane, self._pop(lane)))

@@ -21,3 +21,5 @@ class Notification:
     #: The notification's id, the ``jti`` of its signed token (made when it is first signed:
     #: one attempt per job in process; a queued notification carries its own across retries).
     jti: str = ""
+    #: Whose task it is (the queue counts each owner's queued bytes).
+    owner: str = ""

@@ -21,6 +21,11 @@ seconds); a longer one schedules the lane's job with ``enqueue_in`` and frees th
 pause the config for ``pause_seconds``, logged once: what waits in its lane is given up, and
 new notifications are dropped at the door until the pause ends; then the count starts over.
 
+**Room.** An owner's queued notifications hold at most ``A2A_PUSH_QUEUE_MAX_BYTES_PER_OWNER``
+bytes (past it one is dropped, logged once per owner per 10 s); a lane lives one retry window
+plus a margin after its last change, not days; a deleted task or config takes what waits for it
+along (``queue_lanes.py``).
+
 **Outage.** Handing over is one Redis script call bounded by ``A2A_REDIS_TIMEOUT``, made by
 the dispatcher's lane worker, never by the task. When Redis does not answer, the notification
 is delivered in process (best effort, as without the queue), with one log line per outage.
@@ -32,7 +37,6 @@ recorded per task for ``flask a2a push-status TASK`` (:meth:`PushQueue.status`).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import random
@@ -45,6 +49,7 @@ from ..ops.metrics import NOOP, Recorder
 from ..protocol.scrub import scrub
 from ..protocol.wire import dump_push_config, push_config_from_wire
 from .notification import Notification
+from .queue_lanes import LANE_MARGIN, Lanes, lane_id, owner_id
 from .rq_jobs import RQJobs, rq_worker
 from .secrets import PushSecrets, UnreadableSecretError
 
@@ -62,7 +67,11 @@ HANDOFF_PER_OWNER: t.Final = 256
 INLINE_WAIT_LIMIT: t.Final = 1.0
 #: Notifications one lane may hold; past it a new one is dropped (logged).
 MAX_LANE: t.Final = 256
-#: Seconds a lane, its bookkeeping and a task's delivery status live after their last change.
+#: Bytes one owner's queued notifications may hold (``A2A_PUSH_QUEUE_MAX_BYTES_PER_OWNER``).
+MAX_BYTES_PER_OWNER: t.Final = 8 * 1024 * 1024
+#: Seconds a lane's bookkeeping (its last version, its failures in a row) and a task's delivery
+#: status live after their last change; the notifications themselves live far less
+#: (:meth:`PushQueue.lane_seconds`).
 KEY_TTL: t.Final = 7 * 86400
 #: Seconds handing over is skipped after Redis failed to answer (delivered in process).
 OUTAGE_RETRY: t.Final = 5.0
@@ -71,21 +80,6 @@ OUTAGE_RETRY: t.Final = 5.0
 MAX_PER_JOB: t.Final = 64
 JOB_BUDGET: t.Final = 60.0
 EXTRA_HINT: t.Final = "pip install 'flask-a2a[push-queue]'"
-
-#: KEYS: lane, last, busy, paused. ARGV: version, payload, max lane, lease ms, ttl s, token.
-#: Returns 1 (queued; start a job holding ``token``), 0 (queued behind the lane's job),
-#: -1 paused, -2 stale, -3 lane full.
-_OFFER: t.Final = """
-if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if tonumber(ARGV[1]) <= last then return -2 end
-if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[3]) then return -3 end
-redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[5])
-redis.call('RPUSH', KEYS[1], ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-if redis.call('SET', KEYS[3], ARGV[6], 'NX', 'PX', ARGV[4]) then return 1 end
-return 0
-"""
 
 #: KEYS: busy. ARGV: token, lease ms. The job holding ``token`` keeps the lane (1); a job whose
 #: lease was taken over by a newer one stops (0).
@@ -102,13 +96,6 @@ _RELEASE: t.Final = """
 if redis.call('LLEN', KEYS[1]) ~= 0 then return 0 end
 if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
 return 1
-"""
-
-#: KEYS: lane. Empties the lane; returns what it held.
-_TAKE_ALL: t.Final = """
-local items = redis.call('LRANGE', KEYS[1], 0, -1)
-redis.call('DEL', KEYS[1])
-return items
 """
 
 
@@ -173,11 +160,6 @@ class RetryPolicy:
         )
 
 
-def lane_id(task_id: str, config_id: str) -> str:
-    """A fixed-length Redis-safe name for one config's lane."""
-    return hashlib.sha256(f"{task_id}\0{config_id}".encode()).hexdigest()[:32]
-
-
 class PushQueue:
     """Hands notifications to Redis lanes (the app) and delivers them (the worker).
 
@@ -186,6 +168,7 @@ class PushQueue:
     :param prefix: ``A2A_REDIS_PREFIX``.
     :param timeout: ``A2A_PUSH_TIMEOUT`` (one attempt's bound; leases cover it).
     :param jobs: where lane jobs run; RQ on ``connection`` by default.
+    :param max_bytes_per_owner: ``A2A_PUSH_QUEUE_MAX_BYTES_PER_OWNER`` (negative: no cap).
     """
 
     def __init__(
@@ -200,6 +183,7 @@ class PushQueue:
         metrics: Recorder = NOOP,
         jobs: Jobs | None = None,
         url: str | None = None,
+        max_bytes_per_owner: int = MAX_BYTES_PER_OWNER,
     ) -> None:
         self.redis = connection
         self.name = name
@@ -210,10 +194,10 @@ class PushQueue:
         self.secrets = secrets
         self.metrics = metrics
         self._jobs = jobs
-        self._offer = connection.register_script(_OFFER)
+        #: The lanes' contents, their owners' byte counts and their lifetime.
+        self.lanes = Lanes(connection, self.base, max_bytes_per_owner, self.lane_seconds())
         self._release = connection.register_script(_RELEASE)
         self._hold = connection.register_script(_HOLD)
-        self._take_all = connection.register_script(_TAKE_ALL)
         self._state = threading.Lock()
         self._down_until = 0.0
         self._down = False
@@ -246,7 +230,9 @@ class PushQueue:
         if self._jobs is None:
             # A job stops starting attempts after JOB_BUDGET; the last one and its wait finish.
             timeout = JOB_BUDGET + self.lease_seconds(1.0)
-            self._jobs = RQJobs(self.redis, self.name, run_lane, timeout, KEY_TTL)
+            self._jobs = RQJobs(
+                self.redis, self.name, run_lane, timeout, KEY_TTL, ttl=self.lane_seconds()
+            )
         return self._jobs
 
     @jobs.setter
@@ -259,6 +245,12 @@ class PushQueue:
     def lease_seconds(self, wait: float) -> float:
         """How long a job holds its lane: an attempt, the wait after it, and a margin."""
         return self.timeout + wait + 30.0
+
+    def lane_seconds(self) -> float:
+        """How long a lane lives after its last change: one notification's retry window (its
+        waits and its attempts) and :data:`.queue_lanes.LANE_MARGIN`. Past it what the lane
+        holds is deleted (no worker took it)."""
+        return self.policy.window() + self.policy.attempts * self.timeout + LANE_MARGIN
 
     # ------------------------------------------------------------------ the app's side
 
@@ -294,6 +286,7 @@ class PushQueue:
 
         config = job.config
         lane = lane_id(config.task_id, config.id)
+        owner_key = owner_id(job.owner)
         stored = config if self.secrets is None else self.secrets.seal_always(config)
         payload = json.dumps(
             {
@@ -302,28 +295,35 @@ class PushQueue:
                 "body": job.body.decode(),
                 "jti": job.jti or new_id(),
                 "attempts": 0,
+                "owner": owner_key,
             },
             separators=(",", ":"),
         )
-        keys = [self.key(kind, lane) for kind in ("lane", "last", "busy", "paused")]
         token = new_id()
-        found = int(
-            self._offer(
-                keys,
-                [job.version, payload, MAX_LANE, int(self.lease_seconds(0) * 1000), KEY_TTL, token],
-            )
+        found = self.lanes.offer(
+            lane,
+            config.task_id,
+            owner_key,
+            job.version,
+            payload,
+            max_lane=MAX_LANE,
+            lease_ms=int(self.lease_seconds(0) * 1000),
+            last_ttl=KEY_TTL,
+            token=token,
         )
         self._answered()
-        if found == 1:
+        if found.lapsed:
+            self.lanes.lapsed(job.owner, found.lapsed)
+        if found.code == 1:
             try:
                 self.jobs.submit(f"{lane}:{token}")
             except Exception:
                 self.redis.delete(self.key("busy", lane))  # the next notification restarts it
                 raise
-        elif found == -1:
+        elif found.code == -1:
             self._record(config.task_id, config.id, config.url, "dropped", "paused")
             self.metrics.push_dropped("paused")
-        elif found == -3:
+        elif found.code == -3:
             self._record(config.task_id, config.id, config.url, "dropped", "lane full")
             self.metrics.push_dropped("queue_lane_full")
             log.warning(
@@ -333,6 +333,10 @@ class PushQueue:
                 scrub(config.id),
                 extra=fields(config.task_id),
             )
+        elif found.code == -4:
+            self._record(config.task_id, config.id, config.url, "dropped", "owner's bytes")
+            self.metrics.push_dropped("queue_owner_bytes")
+            self.lanes.over_cap(job.owner, config, found.held)
 
     # ------------------------------------------------------------------ the worker's side
 
@@ -356,10 +360,11 @@ class PushQueue:
                 if int(self._release([keys["lane"], keys["busy"]], [token])):
                     return
                 continue
+            note = json.loads(raw)
             if self.redis.exists(keys["paused"]):
-                self._give_up_lane(keys, token)
+                self._give_up_lane(lane, keys, token, note)
                 return
-            wait = self._attempt(keys, token, json.loads(raw), sender)
+            wait = self._attempt(lane, keys, token, note, sender)
             if wait is None:
                 continue
             self._hold([keys["busy"]], [token, int(self.lease_seconds(wait) * 1000)])
@@ -371,23 +376,30 @@ class PushQueue:
         self.jobs.submit(lane_job)  # more to do: other lanes have a turn first, then this one
 
     def _attempt(
-        self, keys: dict[str, str], token: str, note: dict[str, t.Any], sender: Attempts
+        self,
+        lane: str,
+        keys: dict[str, str],
+        token: str,
+        note: dict[str, t.Any],
+        sender: Attempts,
     ) -> float | None:
         """One attempt at the lane's head; the wait before the next try, or None to go on."""
 
         config = push_config_from_wire(note["config"])
         attempt = int(note["attempts"]) + 1
+        # A notification queued before owners were counted has no owner: nothing to count.
+        owner_key = str(note.get("owner") or "-")
         try:
             opened = config if self.secrets is None else self.secrets.open(config)
         except UnreadableSecretError:
-            self.redis.lpop(keys["lane"])
+            self.lanes.pop(lane, owner_key, config.task_id)
             self._gave_up(config.task_id, config.id, config.url, attempt, "unreadable secrets")
             return None
         job = Notification(opened, int(note["version"]), note["body"].encode(), None, note["jti"])
         ok, detail = sender.attempt(job)
         task_id, config_id, url = config.task_id, config.id, config.url
         if ok:
-            self.redis.lpop(keys["lane"])
+            self.lanes.pop(lane, owner_key, task_id)
             self.redis.delete(keys["fails"])
             self._record(task_id, config_id, url, "sent", "", attempt)
             return None
@@ -407,14 +419,14 @@ class PushQueue:
                 extra=fields(task_id),
             )
             self._record(task_id, config_id, url, "paused", detail, attempt)
-            self._give_up_lane(keys, token)
+            self._give_up_lane(lane, keys, token, note)
             return None
         if attempt >= self.policy.attempts:
-            self.redis.lpop(keys["lane"])
+            self.lanes.pop(lane, owner_key, task_id)
             self._gave_up(task_id, config_id, url, attempt, detail)
             return None
         note["attempts"] = attempt
-        self.redis.lset(keys["lane"], 0, json.dumps(note, separators=(",", ":")))
+        self.lanes.set_head(lane, owner_key, task_id, json.dumps(note, separators=(",", ":")))
         self.metrics.push_outcome("retried")
         self._record(task_id, config_id, url, "retried", detail, attempt)
         return self.policy.delay(attempt, self.rng)
@@ -431,9 +443,11 @@ class PushQueue:
             extra=fields(task_id),
         )
 
-    def _give_up_lane(self, keys: dict[str, str], token: str) -> None:
+    def _give_up_lane(
+        self, lane: str, keys: dict[str, str], token: str, head: dict[str, t.Any]
+    ) -> None:
         """Give up everything a paused config's lane holds (counted), and release it."""
-        for raw in self._take_all([keys["lane"]]):
+        for raw in self.lanes.take_all(lane, str(head.get("owner") or "-")):
             config = json.loads(raw)["config"]
             self.metrics.push_outcome("given_up")
             self._record(config["taskId"], config["id"], config["url"], "given_up", "paused")

@@ -26,6 +26,7 @@ class RQJobs:
         job: t.Callable[[str, str], None],
         job_timeout: float,
         failure_ttl: int,
+        ttl: float | None = None,
     ) -> None:
         from rq import Queue
 
@@ -34,6 +35,9 @@ class RQJobs:
         self.job = job
         self.job_timeout = job_timeout
         self.failure_ttl = failure_ttl
+        #: Seconds a job may wait for a worker before RQ discards it (its lane has lapsed by
+        #: then: ``PushQueue.lane_seconds``); None: no bound.
+        self.ttl = ttl
 
     def submit(self, lane_job: str, delay: float = 0.0) -> None:
         options: dict[str, t.Any] = {
@@ -41,6 +45,8 @@ class RQJobs:
             "result_ttl": 0,
             "failure_ttl": self.failure_ttl,
         }
+        if self.ttl is not None:
+            options["ttl"] = int(math.ceil(self.ttl))
         if delay <= 0:
             self.queue.enqueue(self.job, self.queue.name, lane_job, **options)
         else:  # RQ keeps whole seconds (floored): round the due time up, never early

@@ -3,8 +3,10 @@
 A push URL names a host chosen by the caller, so without a guard the server could be made to
 POST into its own network (a metadata endpoint, an admin port on loopback). The policy refuses
 loopback, RFC 1918, CGNAT (100.64/10), link-local, unspecified, multicast and every other
-address that is not globally routable, also when wrapped in an IPv4-mapped, IPv4-compatible,
-6to4 or NAT64 IPv6 address. It is applied twice:
+address that is not globally routable, also when wrapped in an IPv4-mapped, IPv4-translated,
+IPv4-compatible, 6to4 or well-known-prefix NAT64 IPv6 address (unwrapped and judged by the
+IPv4 address inside: the tables ``_WRAPS_V4``); the local-use NAT64 prefix ``64:ff9b:1::/48``
+is refused whole (``_REFUSED_V6``). It is applied twice:
 
 * **at registration** (:func:`check_url`): the host, or every address it resolves to now;
 * **at dial time** (:class:`GuardedAdapter`): the connection classes under the requests
@@ -41,13 +43,30 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import NewConnectionError
 from urllib3.util import connection as u3connection
 
+from . import deadline
+
 IPAddress = t.Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 #: ``resolver(host) -> addresses`` (IP literals as strings); the seam tests replace.
 Resolver = t.Callable[[str], t.Sequence[str]]
 
 _CGNAT: t.Final = ipaddress.ip_network("100.64.0.0/10")
-_NAT64: t.Final = ipaddress.ip_network("64:ff9b::/96")
 _V4_COMPAT: t.Final = ipaddress.ip_network("::/96")
+#: IPv6 prefixes whose last 32 bits are an IPv4 address, judged by that address: IPv4-mapped
+#: (``::ffff:a.b.c.d``), IPv4-translated (``::ffff:0:a.b.c.d``, RFC 2765) and the well-known
+#: NAT64 prefix (RFC 6052). 6to4 (``2002::/16``, bits 16-47) is read by ``ipaddress``;
+#: IPv4-compatible ``::/96`` past ``::`` and ``::1`` in :func:`_embedded_v4`.
+_WRAPS_V4: t.Final = tuple(
+    ipaddress.ip_network(prefix) for prefix in ("::ffff:0:0/96", "::ffff:0:0:0/96", "64:ff9b::/96")
+)
+#: IPv6 prefixes refused whole, with why. In the local-use NAT64 prefix (RFC 8215) the network
+#: chooses where the IPv4 address sits, so no check can read it; IANA lists it as not globally
+#: reachable (Python 3.13's ``ipaddress`` calls it private, older releases global).
+_REFUSED_V6: t.Final = (
+    (
+        ipaddress.ip_network("64:ff9b:1::/48"),
+        "is in the local-use NAT64 prefix 64:ff9b:1::/48, which is not globally reachable",
+    ),
+)
 #: inet_aton spellings of IPv4 (``127.1``, ``0x7f.0.0.1``, ``2130706433``).
 _V4_SHORTHAND: t.Final = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$", re.I)
 
@@ -86,11 +105,9 @@ def literal_ip(host: str) -> IPAddress | None:
 
 
 def _embedded_v4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
     if ip.sixtofour is not None:
         return ip.sixtofour
-    if ip in _NAT64 or (ip in _V4_COMPAT and int(ip) > 1):
+    if any(ip in prefix for prefix in _WRAPS_V4) or (ip in _V4_COMPAT and int(ip) > 1):
         return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return None
 
@@ -100,6 +117,9 @@ def refusal(ip: IPAddress) -> str | None:
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.scope_id:
             ip = ipaddress.IPv6Address(ip.compressed.split("%", 1)[0])
+        for prefix, reason in _REFUSED_V6:
+            if ip in prefix:
+                return reason
         inner = _embedded_v4(ip)
         if inner is not None:
             why = refusal(inner)
@@ -190,17 +210,22 @@ def _guarded_conn(self: HTTPConnection, policy: AddressPolicy) -> socket.socket:
     except (OSError, UnicodeError) as exc:
         raise NewConnectionError(self, f"Failed to resolve {self.host}: {exc}") from exc
     error: OSError | None = None
+    bound = self.timeout if isinstance(self.timeout, (int, float)) else None
     for address in addresses:
+        timeout = deadline.left(bound)  # the connect bound, within the attempt's deadline
+        if timeout == 0:
+            raise NewConnectionError(self, "the attempt's deadline passed while connecting")
         try:
             sock = u3connection.create_connection(
                 (address, self.port),
-                self.timeout,
+                self.timeout if timeout is None else timeout,
                 source_address=self.source_address,
                 socket_options=self.socket_options,
             )
         except OSError as exc:
             error = exc
             continue
+        deadline.watch(sock)
         return sock
     raise NewConnectionError(self, f"Failed to establish a new connection: {error}")
 
@@ -212,9 +237,19 @@ def _pool_classes(policy: AddressPolicy) -> dict[str, type[HTTPConnectionPool]]:
         def _new_conn(self) -> socket.socket:
             return _guarded_conn(self, policy)
 
+        def putrequest(self, *args: t.Any, **kwargs: t.Any) -> None:
+            if self.sock is not None:  # a kept-alive connection: this attempt's deadline too
+                deadline.watch(self.sock)
+            super().putrequest(*args, **kwargs)
+
     class SConn(HTTPSConnection):
         def _new_conn(self) -> socket.socket:
             return _guarded_conn(self, policy)
+
+        def putrequest(self, *args: t.Any, **kwargs: t.Any) -> None:
+            if self.sock is not None:
+                deadline.watch(self.sock)
+            super().putrequest(*args, **kwargs)
 
     class Pool(HTTPConnectionPool):
         ConnectionCls = Conn
@@ -281,7 +316,8 @@ def is_plain(session: requests.Session) -> bool:
 
 class PushClient(t.Protocol):
     def post(self, url: str, body: bytes, headers: dict[str, str], timeout: float) -> t.Any:
-        """POST once, no redirects; returns the ``requests.Response``."""
+        """POST once, no redirects; returns the ``requests.Response`` with its body unread
+        (``stream``: the caller reads what it wants of it, then closes it)."""
 
 
 class GuardedClient:
@@ -292,7 +328,13 @@ class GuardedClient:
 
     def post(self, url: str, body: bytes, headers: dict[str, str], timeout: float) -> t.Any:
         return self.session.post(
-            url, data=body, headers=headers, timeout=timeout, allow_redirects=False, proxies={}
+            url,
+            data=body,
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=False,
+            proxies={},
+            stream=True,
         )
 
 
@@ -312,7 +354,7 @@ class CheckedClient:
         except (OSError, UnicodeError) as exc:
             raise requests.exceptions.ConnectionError(f"Failed to resolve {host}: {exc}") from None
         return self.session.post(
-            url, data=body, headers=headers, timeout=timeout, allow_redirects=False
+            url, data=body, headers=headers, timeout=timeout, allow_redirects=False, stream=True
         )
 
 

@@ -6,8 +6,12 @@ that sign the agent card, published in its JWKS) every notification also carries
 A2A push-notification security guidance describes: header ``alg``, ``kid`` (``typ`` JWT);
 claims ``iss`` (``A2A_PUBLIC_BASE_URL``, when set), ``aud`` (the webhook URL), ``iat``, a short
 ``exp``, ``jti`` (one per notification: a retry of the same notification carries the same one),
-``taskId``, and ``request_body_sha256``, the hex SHA-256 of the exact body bytes sent (the name
-the A2A samples used), so the token cannot be moved to another body.
+``taskId``, ``request_body_sha256``, the hex SHA-256 of the exact body bytes sent (the name
+the A2A samples used), so the token cannot be moved to another body, and the push config it
+was sent for: ``configId`` and ``token_sha256`` (the hex SHA-256 of the config's ``token``,
+left out when it has none). The signature proves the agent sent the notification; those two
+claims let a receiver prove it was sent for a config it registered, not for another caller's
+task pointed at its URL (the receiver checks them with ``config_id=`` and ``token=``).
 
 The JWT travels in ``Authorization: Bearer <jwt>`` when the config has no ``authentication`` of
 its own; when it has, its ``Authorization`` stays and the JWT goes in :data:`JWT_HEADER`. Built
@@ -24,6 +28,7 @@ import time
 import typing as t
 
 from ..card.signing import SigningKey, b64url
+from ..protocol.model import PushConfig
 
 log = logging.getLogger("flask_a2a")
 
@@ -34,6 +39,15 @@ JWT_HEADER: t.Final = "A2A-Notification-JWT"
 TOKEN_LIFETIME: t.Final = 120
 #: The claim holding the hex SHA-256 of the body bytes.
 BODY_HASH_CLAIM: t.Final = "request_body_sha256"
+#: The claim holding the push config's id.
+CONFIG_CLAIM: t.Final = "configId"
+#: The claim holding the hex SHA-256 of the config's token (absent when it has none).
+TOKEN_HASH_CLAIM: t.Final = "token_sha256"
+
+
+def token_hash(token: str) -> str:
+    """What :data:`TOKEN_HASH_CLAIM` holds for ``token``: its UTF-8 bytes' hex SHA-256."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 class NotificationSigner:
@@ -65,29 +79,29 @@ class NotificationSigner:
         header = {"alg": self.key.alg, "kid": self.key.kid, "typ": "JWT"}
         self._header = b64url(json.dumps(header, separators=(",", ":")).encode())
 
-    def token(self, url: str, task_id: str, jti: str, body: bytes) -> str:
-        """The compact JWS for one attempt at one notification."""
+    def token(self, config: PushConfig, jti: str, body: bytes) -> str:
+        """The compact JWS for one attempt at one notification to ``config``."""
         now = int(self.clock())
         claims: dict[str, t.Any] = {}
         if self.issuer:
             claims["iss"] = self.issuer
         claims.update(
-            aud=url,
+            aud=config.url,
             iat=now,
             exp=now + TOKEN_LIFETIME,
             jti=jti,
-            taskId=task_id,
-            **{BODY_HASH_CLAIM: hashlib.sha256(body).hexdigest()},
+            taskId=config.task_id,
+            **{BODY_HASH_CLAIM: hashlib.sha256(body).hexdigest(), CONFIG_CLAIM: config.id},
         )
+        if config.token:
+            claims[TOKEN_HASH_CLAIM] = token_hash(config.token)
         payload = b64url(json.dumps(claims, separators=(",", ":")).encode())
         signing_input = f"{self._header}.{payload}"
         return f"{signing_input}.{b64url(self.key.sign(signing_input.encode('ascii')))}"
 
-    def add_to(
-        self, headers: dict[str, str], url: str, task_id: str, jti: str, body: bytes
-    ) -> None:
+    def add_to(self, headers: dict[str, str], config: PushConfig, jti: str, body: bytes) -> None:
         """Put the JWT where it goes: ``Authorization`` when the config left it free."""
-        jwt = self.token(url, task_id, jti, body)
+        jwt = self.token(config, jti, body)
         if "Authorization" in headers:
             headers[JWT_HEADER] = jwt
         else:

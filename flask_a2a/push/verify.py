@@ -4,17 +4,22 @@ A receiver of this agent's webhooks calls it in its view, with the request and t
 (its URL, or the keys themselves). It accepts a notification only when its JWT (see
 ``push/tokens.py``) is signed by a key of that JWKS, is meant for this receiver (``aud``), is
 fresh (``exp``, and ``iat`` within ``max_age``), covers exactly the body received
-(``request_body_sha256``), and its ``jti`` was not accepted before within ``max_age``. Anything
-else raises :class:`NotificationRejected` (a replay: :class:`ReplayedNotification`, which a
-receiver may acknowledge with a 2xx without acting again, since a retry of a notification it
-already processed carries the same ``jti``).
+(``request_body_sha256``), was sent for the push config the receiver names (``config_id=``,
+``token=``: the ``configId`` and ``token_sha256`` claims), and its ``jti`` was not accepted
+before within ``max_age``. Anything else raises :class:`NotificationRejected` (a replay:
+:class:`ReplayedNotification`, which a receiver may acknowledge with a 2xx without acting
+again, since a retry of a notification it already processed carries the same ``jti``).
 
-The JWKS is cached by ``kid`` for the ``max-age`` its response gives (300 s without one) and
-fetched again, once, when a token names a ``kid`` it does not hold (at most once per
-:data:`MIN_REFETCH` seconds, so forged kids cannot make the receiver hammer the agent). A key
-removed from the JWKS stops verifying when the cache is next refreshed. Needs ``cryptography``
-(the ``signing`` extra); imports no Flask: any object with ``headers`` and ``get_data()`` (or
-``body``) will do.
+A signature proves the agent sent the notification and what it says; it does not prove the
+task is one the receiver asked about: whoever can create a task on the agent can point its
+webhook at any URL, and the agent signs that notification too. The config binding is what
+ties it to a config the receiver registered.
+
+Each part of a token is length-checked before it is decoded, and a token that does not parse
+(nested past the interpreter's limit included) is ``malformed``. The JWKS is cached and fetched
+as ``push/jwks.py`` says (bounded fetches, one at a time, at most one per
+:data:`MIN_REFETCH` seconds). Needs ``cryptography`` (the ``signing`` extra); imports no
+Flask: any object with ``headers`` and ``get_data()`` (or ``body``) will do.
 """
 
 from __future__ import annotations
@@ -24,27 +29,51 @@ import dataclasses
 import hashlib
 import hmac
 import json
-import re
 import threading
 import time
 import typing as t
 
 import requests
 
-from ..card.signing import ALGORITHMS, SigningKey, b64url_decode, key_from_jwk, verify_signature
-from .tokens import BODY_HASH_CLAIM, JWT_HEADER
+from ..card.signing import ALGORITHMS, b64url_decode, key_from_jwk, verify_signature
+from .jwks import (
+    DEFAULT_JWKS_TTL,
+    FETCH_DEADLINE,
+    MAX_JWKS_BYTES,
+    MAX_JWKS_KEYS,
+    MAX_JWKS_TTL,
+    MIN_REFETCH,
+    JWKSCache,
+    JWKSUnavailable,
+    jwk_list,
+)
+from .tokens import BODY_HASH_CLAIM, CONFIG_CLAIM, JWT_HEADER, TOKEN_HASH_CLAIM, token_hash
 
-#: Seconds between two fetches a kid the cache does not hold may cause.
-MIN_REFETCH: t.Final = 10.0
-#: How long a JWKS is kept when its response names no ``max-age``.
-DEFAULT_JWKS_TTL: t.Final = 300.0
-#: The longest a JWKS is kept, whatever its response says.
-MAX_JWKS_TTL: t.Final = 86400.0
+__all__ = [
+    "DEFAULT_JWKS_TTL",
+    "FETCH_DEADLINE",
+    "MAX_JWKS_BYTES",
+    "MAX_JWKS_KEYS",
+    "MAX_JWKS_TTL",
+    "MIN_REFETCH",
+    "MAX_SEGMENT_CHARS",
+    "JWKSCache",
+    "NotificationRejected",
+    "NotificationVerifier",
+    "ReplayCache",
+    "ReplayedNotification",
+    "VerifiedNotification",
+    "verify_notification",
+]
+
 #: Accepted ``jti`` s one replay cache remembers (the oldest go first past it).
 REPLAY_CAPACITY: t.Final = 100_000
+#: The longest each part of a token may be, in base64url characters, checked before it is
+#: decoded: the header (``alg``, ``kid``, ``typ``), the claims (two URLs of up to about 5 KB
+#: each with the rest), the signature (an 8192-bit RSA signature is 1,366).
+MAX_SEGMENT_CHARS: t.Final = (2048, 16384, 2048)
 #: Verifier caches kept by :func:`verify_notification`, one per JWKS source.
 _SHARED_SOURCES: t.Final = 64
-_MAX_AGE_RE: t.Final = re.compile(r"max-age=(\d+)")
 
 #: A JWKS URL; a JWKS document; a list of JWKs; or the app's own signing keys.
 KeySource = t.Union[str, t.Mapping[str, t.Any], t.Sequence[t.Any]]
@@ -54,7 +83,7 @@ class NotificationRejected(Exception):
     """The notification does not verify; ``reason`` says why, in a word a receiver can log:
     ``no_token``, ``malformed``, ``algorithm``, ``unknown_kid``, ``jwks_unavailable``,
     ``signature``, ``audience``, ``issuer``, ``expired``, ``not_yet_valid``, ``too_old``,
-    ``body_mismatch``, ``claims``, ``replayed``."""
+    ``body_mismatch``, ``claims``, ``config``, ``token``, ``replayed``."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
@@ -85,94 +114,15 @@ class VerifiedNotification:
     def jti(self) -> str:
         return str(self.claims["jti"])
 
+    @property
+    def config_id(self) -> str | None:
+        """The push config the agent sent it for (None from an agent before 0.2)."""
+        found = self.claims.get(CONFIG_CLAIM)
+        return found if isinstance(found, str) else None
+
     def json(self) -> t.Any:
         """The body: the bare StreamResponse (``{"statusUpdate": ...}`` and so on)."""
         return json.loads(self.body)
-
-
-class JWKSCache:
-    """The agent's public keys by ``kid``: given once, or fetched from a URL and refreshed."""
-
-    def __init__(
-        self,
-        source: KeySource,
-        *,
-        session: requests.Session | None = None,
-        timeout: float = 5.0,
-        clock: t.Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.url = source if isinstance(source, str) else None
-        self.session = session
-        self.timeout = timeout
-        #: A test seam: seconds, monotonic.
-        self.clock = clock
-        #: How many times the URL was fetched (a receiver's health check may read it).
-        self.fetches = 0
-        self._lock = threading.Lock()
-        self._keys: dict[str, dict[str, t.Any]] = {}
-        self._expires = -1.0
-        #: When a kid the cache lacked last caused a fetch.
-        self._missed_at: float | None = None
-        if self.url is None:
-            self._keys = _by_kid(_jwk_list(source))
-
-    def jwk(self, kid: str) -> dict[str, t.Any] | None:
-        """The JWK for ``kid``; a stale cache is refreshed, an unknown kid fetches once."""
-        if self.url is None:
-            return self._keys.get(kid)
-        with self._lock:
-            now = self.clock()
-            if now >= self._expires:
-                self._fetch(now)
-            elif kid not in self._keys and (
-                self._missed_at is None or now - self._missed_at >= MIN_REFETCH
-            ):
-                self._missed_at = now
-                self._fetch(now)
-            return self._keys.get(kid)
-
-    def _fetch(self, now: float) -> None:
-        assert self.url is not None
-        self.fetches += 1
-        getter = self.session.get if self.session is not None else requests.get
-        try:
-            response = getter(self.url, timeout=self.timeout)
-            response.raise_for_status()
-            document = response.json()
-            keys = _by_kid(_jwk_list(document))
-        except (requests.RequestException, ValueError, TypeError) as exc:
-            if not self._keys:
-                raise NotificationRejected("jwks_unavailable", str(exc)) from None
-            # Keep serving the keys we have; ask again in a while, not at every notification.
-            self._expires = now + MIN_REFETCH
-            return
-        self._keys = keys
-        self._expires = now + _ttl(response.headers.get("Cache-Control", ""))
-
-
-def _ttl(cache_control: str) -> float:
-    if "no-cache" in cache_control or "no-store" in cache_control:
-        return 0.0
-    found = _MAX_AGE_RE.search(cache_control)
-    return min(float(found.group(1)), MAX_JWKS_TTL) if found else DEFAULT_JWKS_TTL
-
-
-def _jwk_list(source: t.Any) -> list[dict[str, t.Any]]:
-    if isinstance(source, t.Mapping):
-        source = source.get("keys", ())
-    out = []
-    for item in source:
-        if isinstance(item, SigningKey):
-            out.append(item.jwk())
-        elif isinstance(item, t.Mapping):
-            out.append(dict(item))
-        else:
-            raise TypeError(f"not a JWK or a SigningKey: {type(item).__name__}")
-    return out
-
-
-def _by_kid(jwks: list[dict[str, t.Any]]) -> dict[str, dict[str, t.Any]]:
-    return {str(jwk["kid"]): jwk for jwk in jwks if jwk.get("kid")}
 
 
 class ReplayCache:
@@ -217,6 +167,7 @@ class NotificationVerifier:
         remembered).
     :param issuer: the agent's public base URL; when given, ``iss`` must equal it.
     :param leeway: seconds of clock skew tolerated on ``exp`` and ``iat``.
+    :param allow_http: accept an ``http://`` JWKS URL (development and tests only).
     """
 
     def __init__(
@@ -231,8 +182,13 @@ class NotificationVerifier:
         session: requests.Session | None = None,
         algorithms: t.Collection[str] = ALGORITHMS,
         clock: t.Callable[[], float] = time.time,
+        allow_http: bool = False,
     ) -> None:
-        self.jwks = keys if isinstance(keys, JWKSCache) else JWKSCache(keys, session=session)
+        self.jwks = (
+            keys
+            if isinstance(keys, JWKSCache)
+            else JWKSCache(keys, session=session, allow_http=allow_http)
+        )
         self.audiences = {audience} if isinstance(audience, str) else set(audience)
         self.max_age = max_age
         self.issuer = issuer.rstrip("/") if issuer else None
@@ -242,38 +198,50 @@ class NotificationVerifier:
         #: A test seam: seconds since the epoch.
         self.clock = clock
 
-    def verify(self, request: t.Any) -> VerifiedNotification:
-        """Check ``request`` (headers and exact body); raises :class:`NotificationRejected`."""
-        return self.verify_parts(_token_of(request.headers), _body_of(request))
+    def verify(
+        self, request: t.Any, *, config_id: str | None = None, token: str | None = None
+    ) -> VerifiedNotification:
+        """Check ``request`` (headers and exact body); raises :class:`NotificationRejected`.
 
-    def verify_parts(self, token: str | None, body: bytes) -> VerifiedNotification:
-        """Check a JWT and the body bytes it came with."""
-        if not token:
+        ``config_id`` and ``token``: the id and token of the push config the receiver
+        registered; when given, the notification must have been sent for that config.
+        """
+        return self.verify_parts(
+            _token_of(request.headers), _body_of(request), config_id=config_id, token=token
+        )
+
+    def verify_parts(
+        self,
+        jwt: str | None,
+        body: bytes,
+        *,
+        config_id: str | None = None,
+        token: str | None = None,
+    ) -> VerifiedNotification:
+        """Check a JWT and the body bytes it came with (and the config, as :meth:`verify`)."""
+        if not jwt:
             raise NotificationRejected("no_token", f"neither {JWT_HEADER} nor a Bearer token")
-        try:
-            protected, payload, signature = token.split(".")
-            header = json.loads(b64url_decode(protected))
-            claims = json.loads(b64url_decode(payload))
-            raw_signature = b64url_decode(signature)
-            alg, kid = str(header["alg"]), str(header["kid"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise NotificationRejected("malformed", str(exc)) from None
-        if not isinstance(claims, dict):
-            raise NotificationRejected("malformed", "the claims are not an object")
+        header, claims, raw_signature = _parts(jwt)
+        alg, kid = header["alg"], header["kid"]
         if alg not in self.algorithms:
             raise NotificationRejected("algorithm", f"alg {alg!r} is not accepted")
-        jwk = self.jwks.jwk(kid)
+        try:
+            jwk = self.jwks.jwk(kid)
+        except JWKSUnavailable as exc:
+            raise NotificationRejected("jwks_unavailable", str(exc)) from None
         if jwk is None:
             raise NotificationRejected("unknown_kid", f"no key {kid!r} in the JWKS")
         if jwk.get("alg", alg) != alg:
             raise NotificationRejected("algorithm", f"key {kid!r} is not an {alg} key")
         try:
             key = key_from_jwk(jwk)
-        except (KeyError, ValueError) as exc:
+        except (KeyError, ValueError, TypeError) as exc:
             raise NotificationRejected("unknown_kid", f"key {kid!r}: {exc}") from None
-        if not verify_signature(key, alg, f"{protected}.{payload}".encode("ascii"), raw_signature):
+        signing_input = jwt.rpartition(".")[0].encode("ascii")
+        if not verify_signature(key, alg, signing_input, raw_signature):
             raise NotificationRejected("signature", f"not signed by key {kid!r}")
         self._check_claims(claims, body)
+        _check_config(claims, config_id, token)
         jti = str(claims["jti"])
         if not self.replay.first_use(jti, float(claims["iat"]) + self.max_age + self.leeway):
             raise ReplayedNotification(jti)
@@ -301,6 +269,44 @@ class NotificationVerifier:
             raise NotificationRejected("body_mismatch", "the body is not the one signed")
 
 
+def _parts(jwt: str) -> tuple[dict[str, t.Any], dict[str, t.Any], bytes]:
+    """The header, claims and signature of a compact JWS; ``malformed`` unless they parse.
+
+    Lengths are checked first: what is decoded and parsed is bounded whatever was sent.
+    """
+    segments = jwt.split(".", 3)
+    if len(segments) != 3:
+        raise NotificationRejected("malformed", "a JWT has three parts")
+    for segment, limit, name in zip(segments, MAX_SEGMENT_CHARS, ("header", "claims", "signature")):
+        if len(segment) > limit:
+            raise NotificationRejected("malformed", f"the {name} is over {limit} characters")
+    protected, payload, signature = segments
+    try:
+        jwt.encode("ascii")
+        header = json.loads(b64url_decode(protected))
+        claims = json.loads(b64url_decode(payload))
+        raw_signature = b64url_decode(signature)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the limit
+        raise NotificationRejected("malformed", f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        raise NotificationRejected("malformed", "the header and the claims must be objects")
+    if not isinstance(header.get("alg"), str) or not isinstance(header.get("kid"), str):
+        raise NotificationRejected("malformed", "the header's alg and kid must be strings")
+    return header, claims, raw_signature
+
+
+def _check_config(claims: dict[str, t.Any], config_id: str | None, token: str | None) -> None:
+    """The notification was sent for the receiver's config: its id, and its token's hash."""
+    if config_id is not None and claims.get(CONFIG_CLAIM) != config_id:
+        raise NotificationRejected(
+            "config", f"sent for config {claims.get(CONFIG_CLAIM)!r}, not {config_id!r}"
+        )
+    if token is not None:
+        sent = claims.get(TOKEN_HASH_CLAIM)
+        if not isinstance(sent, str) or not hmac.compare_digest(sent, token_hash(token)):
+            raise NotificationRejected("token", "sent for a config with another token")
+
+
 def _token_of(headers: t.Any) -> str | None:
     token = headers.get(JWT_HEADER)
     if token:
@@ -320,17 +326,20 @@ def _body_of(request: t.Any) -> bytes:
     return body.encode() if isinstance(body, str) else bytes(body or b"")
 
 
-_shared: collections.OrderedDict[str, tuple[JWKSCache, ReplayCache]] = collections.OrderedDict()
+_shared: collections.OrderedDict[tuple[str, bool], tuple[JWKSCache, ReplayCache]] = (
+    collections.OrderedDict()
+)
 _shared_lock = threading.Lock()
 
 
-def _caches(source: KeySource) -> tuple[JWKSCache, ReplayCache]:
+def _caches(source: KeySource, allow_http: bool) -> tuple[JWKSCache, ReplayCache]:
     """The key and replay caches :func:`verify_notification` keeps per JWKS source."""
-    key = source if isinstance(source, str) else json.dumps(_jwk_list(source), sort_keys=True)
+    named = source if isinstance(source, str) else json.dumps(jwk_list(source), sort_keys=True)
+    key = (named, allow_http)
     with _shared_lock:
         found = _shared.get(key)
         if found is None:
-            found = _shared[key] = (JWKSCache(source), ReplayCache())
+            found = _shared[key] = (JWKSCache(source, allow_http=allow_http), ReplayCache())
             while len(_shared) > _SHARED_SOURCES:
                 _shared.popitem(last=False)
         _shared.move_to_end(key)
@@ -345,13 +354,20 @@ def verify_notification(
     max_age: float = 300.0,
     issuer: str | None = None,
     leeway: float = 30.0,
+    config_id: str | None = None,
+    token: str | None = None,
+    allow_http: bool = False,
 ) -> VerifiedNotification:
     """Verify a push notification in any Flask view (``flask.request``); raises
     :class:`NotificationRejected`. Keys and accepted ``jti`` s are cached per JWKS source, across
     calls, in this process (see :class:`NotificationVerifier` to hold them yourself).
+
+    ``config_id`` and ``token``: the push config the receiver registered (either may be
+    given); the notification must have been sent for it. ``allow_http``: accept an ``http://``
+    JWKS URL (development and tests only).
     """
-    jwks, replay = _caches(jwks_url_or_keys)
+    jwks, replay = _caches(jwks_url_or_keys, allow_http)
     verifier = NotificationVerifier(
         jwks, audience=audience, max_age=max_age, issuer=issuer, leeway=leeway, replay=replay
     )
-    return verifier.verify(request)
+    return verifier.verify(request, config_id=config_id, token=token)

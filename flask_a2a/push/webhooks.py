@@ -4,7 +4,8 @@ Every StreamResponse of a task is POSTed (the bare StreamResponse JSON, no JSON-
 to each of the task's configs. A config registered on a task that is not settled first gets
 the task as it stands (a ``task`` StreamResponse; the official SDK's first notification is the
 task snapshot too), then every later event. Delivery is best effort by design: one attempt,
-no retry, a short timeout, and a non-2xx or transport error is logged once. Reliable delivery
+no retry, a total deadline on the attempt (``deadline.py``), no more of the answer read than
+its status and a few KiB, and a non-2xx or transport error is logged once. Reliable delivery
 with backoff is a job queue's work, never the task's.
 
 The order per config and the process-wide bounds are ``dispatcher.py``'s concern; where a
@@ -31,7 +32,7 @@ from ..protocol.model import PushConfig, new_id
 from ..protocol.scrub import scrub
 from ..protocol.wire import task_event_json
 from ..store.base import Store, TaskRecord
-from . import ssrf
+from . import deadline, ssrf
 from .dispatcher import Dispatcher, Spawn
 from .notification import Notification
 from .secrets import PushSecrets
@@ -41,6 +42,10 @@ if t.TYPE_CHECKING:
     from .tokens import NotificationSigner
 
 log = logging.getLogger("flask_a2a")
+
+#: What is read of a receiver's answer past its status line and headers: enough for a short
+#: reply's connection to be kept alive and reused; a longer body is cut there, unread.
+MAX_REPLY_BYTES: t.Final = 4096
 
 
 def _headers(config: PushConfig) -> dict[str, str]:
@@ -89,6 +94,7 @@ class PushSender:
         queue: PushQueue | None = None,
     ) -> None:
         self.store = store
+        self.spawn = spawn
         self.signer = signer
         self.queue = queue
         self.metrics = metrics
@@ -109,7 +115,11 @@ class PushSender:
             from .queue import HANDOFF_PER_OWNER, HANDOFF_WAITING
 
             self.dispatcher = Dispatcher(
-                self._hand_off, spawn, max_waiting=HANDOFF_WAITING, per_owner=HANDOFF_PER_OWNER
+                self._hand_off,
+                spawn,
+                max_waiting=HANDOFF_WAITING,
+                per_owner=HANDOFF_PER_OWNER,
+                shared_waiting=HANDOFF_WAITING // 2,
             )
         self.dispatcher.drops.metrics = metrics
 
@@ -187,6 +197,40 @@ class PushSender:
         """The task's configs changed (or it is gone): the next event reads them again."""
         self._known.pop(task_id, None)
 
+    def task_deleted(self, task_id: str) -> None:
+        """The task was deleted (retention, erasure): what the queue holds for it goes too,
+        beside the task (a Redis call is never the task's wait)."""
+        self.forget(task_id)
+        queue = self.queue
+        if queue is not None:
+            self.spawn(lambda: self._unqueue(lambda: queue.lanes.drop_task(task_id)))
+
+    def config_deleted(self, task_id: str, config_id: str) -> None:
+        """A config was deleted: what the queue holds for it goes too."""
+        self.forget(task_id)
+        queue = self.queue
+        if queue is not None:
+            self.spawn(lambda: self._unqueue(lambda: queue.lanes.drop_config(task_id, config_id)))
+
+    def owner_erased(self, owner: str, task_ids: t.Sequence[str]) -> None:
+        """The owner's tasks (``task_ids``) were erased: everything the queue holds for them
+        goes, their delivery status too (now: an erasure's caller waits for it)."""
+        queue = self.queue
+        if queue is not None:
+            self._unqueue(lambda: queue.lanes.drop_owner(owner, task_ids))
+
+    def _unqueue(self, drop: t.Callable[[], int]) -> None:
+        """A deletion in the queue; while Redis does not answer, what it would delete lapses
+        on its own (``PushQueue.lane_seconds``)."""
+        queue = self.queue
+        assert queue is not None
+        if not queue.usable():
+            return
+        try:
+            drop()
+        except Exception as exc:  # redis errors: the lanes lapse within their lifetime
+            queue.unreachable(exc)
+
     def _configs(self, task_id: str, *, final: bool) -> list[PushConfig]:
         """The task's configs: one store read per ``refresh`` instead of one per event."""
         now = time.monotonic()
@@ -240,25 +284,34 @@ class PushSender:
         return ok, detail
 
     def _post(self, job: Notification, span: telemetry.SpanLike) -> tuple[bool, str]:
-        """One POST; every outcome is logged at most once and nothing escapes."""
+        """One POST within ``timeout`` in all (``deadline.py``): connect, send, the status
+        line and at most :data:`MAX_REPLY_BYTES` of the answer. Every outcome is logged at
+        most once and nothing escapes."""
+        with deadline.attempt(self.timeout) as attempt:
+            return self._post_within(job, span, attempt)
+
+    def _post_within(
+        self, job: Notification, span: telemetry.SpanLike, attempt: deadline.Attempt
+    ) -> tuple[bool, str]:
         config = job.config
         extra = fields(config.task_id)
         try:
             headers = _headers(config)
             if self.signer is not None:
                 jti = job.jti or new_id()
-                self.signer.add_to(headers, config.url, config.task_id, jti, job.body)
+                self.signer.add_to(headers, config, jti, job.body)
             response = self.client.post(config.url, job.body, headers, self.timeout)
         except requests.RequestException as exc:
+            detail = _past_deadline(attempt) if attempt.expired else str(exc)
             log.warning(
                 "a2a: push delivery failed: task %s config %s: %s",
                 config.task_id,
                 scrub(config.id),
-                scrub(exc),
+                scrub(detail),
                 extra=extra,
             )
             span.set_attribute("error.type", type(exc).__name__)
-            return False, str(exc)
+            return False, detail
         except Exception as exc:
             log.error("a2a: push delivery panicked: %s", scrub(repr(exc)), extra=extra)
             return False, repr(exc)
@@ -279,9 +332,38 @@ class PushSender:
             log.error("a2a: push delivery panicked: %s", scrub(repr(exc)), extra=extra)
             return False, repr(exc)
         finally:
-            close = getattr(response, "close", None)
-            if callable(close):
-                try:
-                    close()
-                except Exception:
-                    pass
+            _finish(response, attempt)
+
+
+def _past_deadline(attempt: deadline.Attempt) -> str:
+    return (
+        f"timed out: no answer within the attempt's {attempt.seconds:g} s deadline "
+        "(A2A_PUSH_TIMEOUT), the connection closed"
+    )
+
+
+def _finish(response: t.Any, attempt: deadline.Attempt) -> None:
+    """Read at most :data:`MAX_REPLY_BYTES` of the answer's body, then close it.
+
+    An answer read to its end leaves its connection to be reused (keep-alive); a longer one
+    is cut, whatever it says it holds. The bytes are read undecoded and never used. On a
+    connection the deadline cannot reach (a ``push_client=`` with its own adapter) nothing is
+    read: the answer is closed at once.
+    """
+    try:
+        raw = getattr(response, "raw", None)
+        if attempt.watching and raw is not None and hasattr(raw, "read"):
+            read = 0
+            while read <= MAX_REPLY_BYTES:
+                chunk = raw.read(MAX_REPLY_BYTES + 1 - read, decode_content=False)
+                if not chunk:
+                    break
+                read += len(chunk)
+    except Exception:
+        pass  # the status line decided; a broken or cut body changes nothing
+    close = getattr(response, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:
+            pass

@@ -100,6 +100,7 @@ class LazyStore:
 
     :param allow_process_local: serve from a one-process store even in several processes.
     :param metrics: times each store call (with a span per call when traces record).
+    :param given: the host passed the store (``A2A(store=...)``): a refusal says so.
     """
 
     def __init__(
@@ -108,8 +109,10 @@ class LazyStore:
         *,
         allow_process_local: bool,
         metrics: Recorder = NOOP,
+        given: bool = False,
     ) -> None:
         self._choose = choose
+        self._given = given
         self._metrics = metrics
         self._store: Store | None = None
         self._lock = threading.Lock()
@@ -192,6 +195,11 @@ class LazyStore:
         callback(self._store)
 
     @property
+    def given(self) -> bool:
+        """The host passed this store (``A2A(store=...)``)."""
+        return self._given
+
+    @property
     def shared(self) -> bool:
         """Other processes write the store; False until it is chosen (see ``when_chosen``)."""
         return self._store is not None and bool(getattr(self._store, "shared", False))
@@ -244,13 +252,22 @@ class LazyStore:
         what = process_local(store)
         if what is None:
             return
+        if self._given:
+            fix = (
+                f"You passed store={type(store).__name__}() to A2A: leave store= out (the "
+                "exchange then uses A2A_DATABASE_URL, or the app's Flask-SQLAlchemy database) "
+                "or pass a SQL store"
+            )
+        else:
+            fix = (
+                "Configure a store they share: set A2A_DATABASE_URL (PostgreSQL in production, "
+                "e.g. postgresql+psycopg://user@host/db) or register Flask-SQLAlchemy on the app"
+            )
         raise StoreRefused(
             f"flask_a2a: {what} keeps tasks in one process, but {self._several}: a task made "
-            'in one process would be "Task not found" in the others. Configure a store they '
-            "share: set A2A_DATABASE_URL (PostgreSQL in production, e.g. "
-            "postgresql+psycopg://user@host/db) or register Flask-SQLAlchemy on the app; or run "
-            "one worker; or set A2A_ALLOW_MEMORY_STORE_IN_WORKERS = True if every request about "
-            "a task reaches the process that made it."
+            f'in one process would be "Task not found" in the others. {fix}; or run one '
+            "worker; or set A2A_ALLOW_MEMORY_STORE_IN_WORKERS = True if every request about a "
+            "task reaches the process that made it."
         )
 
 
@@ -290,7 +307,10 @@ def store_for(
             return _app_store(found, settings)
 
     lazy = LazyStore(
-        choose, allow_process_local=settings.allow_memory_store_in_workers, metrics=metrics
+        choose,
+        allow_process_local=settings.allow_memory_store_in_workers,
+        metrics=metrics,
+        given=given is not None,
     )
     lazy.owned_engines = engines  # empty unless built from A2A_DATABASE_URL
     server = processes.gunicorn_server()

@@ -524,3 +524,30 @@ def test_the_legacy_app_with_its_cookie_and_an_entity_skill(
     expect(artifact).not_to_contain_text("999.99")  # bob's invoice
     page.click("[data-tab=tasks]")
     expect(page.locator("#tasks-table tbody tr")).to_have_count(1)
+
+
+def test_a_token_api_that_reads_json_requests_only(context: BrowserContext) -> None:
+    """The console's reads say they are JSON (an app that reads tokens only from JSON requests
+    sees the pasted one), a token with its own scheme is sent as it is, the refusal says what
+    happened, and the owner is shown by the host's name for it."""
+    from tests.hooked_app import make_hooked_app
+
+    hooked = make_hooked_app(
+        config={"A2A_CONSOLE_PATH": CONSOLE, "A2A_CONSOLE_PRINCIPAL": "optional"},
+        owner_name=lambda owner: {"alice": "Alice Liddell"}.get(owner),
+    )
+    with werkzeug_server(hooked.app) as url:
+        page = context.new_page()
+        page.goto(url + CONSOLE)
+        page.fill("#token", "Token nope-not-a-user")  # refused by the app's own hook: 401
+        page.click("#token-use")
+        expect(page.locator("#notice")).to_contain_text(
+            "Your app's principal hook resolved no owner from this token."
+        )
+        page.fill("#token", "Token tok-alice")
+        page.click("#token-use")
+        expect(page.locator("#who")).to_contain_text("Signed in as Alice Liddell")
+        choose(page, "echo")
+        page.fill("#text", "hello from a JSON-only app")
+        page.click("#send-button")
+        expect(page.locator("#watch-state")).to_have_attribute("data-state", "TASK_STATE_COMPLETED")

@@ -36,6 +36,9 @@ class Feed:
     def still_allowed(self) -> bool:
         return True
 
+    def refused(self) -> str:
+        raise AssertionError("the caller is always allowed here")
+
     def poll(self, version: int) -> tuple[str, int, bool] | None:
         return None  # a live bus: only a gap or a lost notice reads the store
 

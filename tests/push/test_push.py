@@ -24,6 +24,8 @@ NAMES: dict[str, list[str]] = {
     "internal.test": ["10.1.2.3"],
     "metadata.test": ["169.254.169.254"],
     "mixed.test": ["127.0.0.1", "10.9.9.9"],
+    "nat64-local.test": ["64:ff9b:1::a00:1"],
+    "translated.test": ["::ffff:0:7f00:1"],
 }
 
 
@@ -250,6 +252,18 @@ def test_inline_config_on_a_foreign_task_is_refused(
 
 # --------------------------------------------------------------------------- SSRF at registration
 
+#: The local-use NAT64 prefix (RFC 8215) is refused whole; IPv4-translated is unwrapped.
+WRAPPED = [
+    ("http://[64:ff9b:1::a00:1]/hook", "local-use NAT64 prefix 64:ff9b:1::/48"),
+    ("http://[::ffff:0:7f00:1]/hook", "embeds 127.0.0.1, which is loopback"),
+    ("http://[64:ff9b:1::808:808]/hook", "local-use NAT64 prefix 64:ff9b:1::/48"),
+    ("http://[64:ff9b:1:abcd::7f00:1]/hook", "local-use NAT64 prefix 64:ff9b:1::/48"),
+    ("http://[::ffff:0:a00:1]/hook", "embeds 10.0.0.1, which is a private address"),
+    ("http://[::ffff:0:a9fe:a9fe]/hook", "link-local"),
+    ("http://nat64-local.test/hook", "local-use NAT64"),
+    ("http://translated.test/hook", "loopback"),
+]
+
 REFUSED = [
     ("http://127.0.0.1/hook", "loopback"),
     ("http://127.8.9.10:8080/hook", "loopback"),
@@ -279,6 +293,7 @@ REFUSED = [
     ("http://[64:ff9b::7f00:1]/hook", "loopback"),
     ("http://[64:ff9b::a9fe:a9fe]/hook", "link-local"),
     ("http://[::127.0.0.1]/hook", "loopback"),
+    *WRAPPED,
     ("http://localhost:8080/hook", "loopback"),
     ("http://internal.test/hook", "private"),
     ("https://metadata.test/hook", "link-local"),
@@ -307,7 +322,7 @@ def test_refused_at_create_and_nothing_written(strict: A2ATestClient, url: str, 
     assert config_ids(strict, task_id) == []
 
 
-@pytest.mark.parametrize(("url", "why"), REFUSED[:3] + REFUSED[-9:-5])
+@pytest.mark.parametrize(("url", "why"), REFUSED[:3] + REFUSED[-9:-5] + WRAPPED[:2])
 def test_refused_inline_and_no_task_written(strict: A2ATestClient, url: str, why: str) -> None:
     refused = strict.rpc(
         "SendMessage",

@@ -31,7 +31,8 @@ from flask_a2a.card.signing import SigningKey, b64url_decode
 from flask_a2a.config import ConfigError
 from flask_a2a.ops.metrics import Recorder
 from flask_a2a.push import NotificationVerifier, ReplayedNotification
-from flask_a2a.push.queue import PushQueue, RetryPolicy, lane_id
+from flask_a2a.push.queue import PushQueue, RetryPolicy
+from flask_a2a.push.queue_lanes import lane_id
 from flask_a2a.testing import A2ATestClient
 from tests import stack
 from tests.conftest import wait_for

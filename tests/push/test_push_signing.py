@@ -17,10 +17,12 @@ import pytest
 import requests
 from flask import Flask, Response
 
-from examples.push_receiver import create_receiver
+from examples.push_receiver import create_receiver, expect
 from flask_a2a.card.signing import SigningKey
+from flask_a2a.protocol.model import PushConfig
 from flask_a2a.push import NotificationRejected, NotificationVerifier, ReplayedNotification
 from flask_a2a.push.tokens import JWT_HEADER, TOKEN_LIFETIME, NotificationSigner
+from flask_a2a.push.verify import MIN_REFETCH, JWKSCache, _caches
 from flask_a2a.testing import A2ATestClient
 from tests.card.test_signing import ec_key, rsa_key
 from tests.live_server import werkzeug_server
@@ -93,7 +95,7 @@ def jwks_server() -> t.Iterator[tuple[JWKSServer, str]]:
 @pytest.fixture
 def receiver(jwks_server: tuple[JWKSServer, str]) -> t.Iterator[Receiver]:
     _, jwks_url = jwks_server
-    app = create_receiver(jwks_url, "placeholder", {})
+    app = create_receiver(jwks_url, "placeholder", {}, allow_http=True)
     with werkzeug_server(app) as base:
         app.config["WEBHOOK_URL"] = base + "/a2a"
         yield Receiver(base, app)
@@ -107,8 +109,13 @@ def agent(make_app: t.Callable[..., Flask], keys: t.Sequence[SigningKey]) -> A2A
     return A2ATestClient(app, token="alice")
 
 
-def send(client: A2ATestClient, url: str, **config: t.Any) -> dict[str, t.Any]:
-    task = client.send("hi", configuration={"taskPushNotificationConfig": {"url": url, **config}})
+def send(client: A2ATestClient, receiver: Receiver, **config: t.Any) -> dict[str, t.Any]:
+    """A task whose config posts to ``receiver``, with a token it expects unless one is given."""
+    if "token" not in config:
+        config["token"] = f"secret-{len(receiver.app.extensions['push_expected'])}"
+        expect(receiver.app, config["token"])
+    push = {"url": receiver.url, **{k: v for k, v in config.items() if v is not None}}
+    task = client.send("hi", configuration={"taskPushNotificationConfig": push})
     return t.cast(dict[str, t.Any], task["task"])
 
 
@@ -124,7 +131,8 @@ def test_signed_notifications_verify_and_carry_the_claims(
     key = ec_key("k1")
     server.keys = [key]
     client = agent(make_app, [key])
-    task = send(client, receiver.url, token="per-task-secret")
+    expect(receiver.app, "per-task-secret")
+    task = send(client, receiver, token="per-task-secret", id="hook-1")
     answers = receiver.wait_answers(3)  # snapshot, artifact, COMPLETED
     assert [a[0] for a in answers] == [204, 204, 204]
     assert [event for _, event in receiver.accepted][-1]["statusUpdate"]["status"]["state"] == (
@@ -142,6 +150,8 @@ def test_signed_notifications_verify_and_carry_the_claims(
         assert claims["taskId"] == task["id"]
         assert claims["exp"] - claims["iat"] == TOKEN_LIFETIME
         assert claims["request_body_sha256"] == hashlib.sha256(body).hexdigest()
+        assert claims["configId"] == "hook-1"
+        assert claims["token_sha256"] == hashlib.sha256(b"per-task-secret").hexdigest()
         jtis.add(claims["jti"])
     assert len(jtis) == 3
     assert server.fetches == 1  # cached by kid
@@ -153,7 +163,7 @@ def test_config_authentication_keeps_authorization_and_the_jwt_moves(
     server, _ = jwks_server
     server.keys = [rsa_key("r1")]
     client = agent(make_app, server.keys)
-    send(client, receiver.url, authentication={"scheme": "Bearer", "credentials": "hook-key"})
+    send(client, receiver, authentication={"scheme": "Bearer", "credentials": "hook-key"})
     answers = receiver.wait_answers(3)
     assert [a[0] for a in answers] == [204, 204, 204]
     for _, _, headers, _ in answers:
@@ -173,7 +183,7 @@ def test_tampered_body_and_replay_are_refused(
     server, _ = jwks_server
     server.keys = [ec_key("k1")]
     client = agent(make_app, server.keys)
-    send(client, receiver.url)
+    send(client, receiver)
     answers = receiver.wait_answers(3)
     assert len(receiver.accepted) == 3
     status, _, headers, body = answers[-1]
@@ -191,13 +201,16 @@ def test_tampered_body_and_replay_are_refused(
 def test_unknown_kid_fetches_the_jwks_once_more_and_is_refused(
     make_app: t.Callable[..., Flask], receiver: Receiver, jwks_server: tuple[JWKSServer, str]
 ) -> None:
-    server, _ = jwks_server
+    server, jwks_url = jwks_server
+    monotonic = Clock()
+    _caches(jwks_url, True)[0].clock = monotonic
     published = ec_key("published")
     server.keys = [published]
-    send(agent(make_app, [published]), receiver.url)
+    send(agent(make_app, [published]), receiver)
     assert [a[0] for a in receiver.wait_answers(3)] == [204, 204, 204]
     assert server.fetches == 1
-    send(agent(make_app, [ec_key("stranger")]), receiver.url)
+    monotonic.now += MIN_REFETCH  # no fetch starts within MIN_REFETCH of the last one
+    send(agent(make_app, [ec_key("stranger")]), receiver)
     answers = receiver.wait_answers(6)
     assert [a[0] for a in answers[3:]] == [401, 401, 401]
     assert all(json.loads(a[1]) == {"error": "unknown_kid"} for a in answers[3:])
@@ -208,30 +221,73 @@ def test_unknown_kid_fetches_the_jwks_once_more_and_is_refused(
 def test_key_rotation_old_kid_verifies_until_removed_from_the_jwks(
     make_app: t.Callable[..., Flask], receiver: Receiver, jwks_server: tuple[JWKSServer, str]
 ) -> None:
-    server, _ = jwks_server
-    server.max_age = 0  # the receiver re-reads the JWKS each time: removal is seen at once
+    server, jwks_url = jwks_server
+    server.max_age = 0  # the receiver may re-read the JWKS at every notification ...
+    monotonic = Clock()
+    _caches(jwks_url, True)[0].clock = monotonic  # ... at most once per MIN_REFETCH
     old, new = ec_key("old"), ec_key("new")
     server.keys = [old]
-    send(agent(make_app, [old]), receiver.url)
+    send(agent(make_app, [old]), receiver)
     assert [a[0] for a in receiver.wait_answers(3)] == [204] * 3
     # Rotation: the new key signs, the old one stays published.
     server.keys = [new, old]
-    send(agent(make_app, [new, old]), receiver.url)
-    send(agent(make_app, [old]), receiver.url)  # a replica not yet rotated
+    monotonic.now += MIN_REFETCH
+    send(agent(make_app, [new, old]), receiver)
+    send(agent(make_app, [old]), receiver)  # a replica not yet rotated
     assert [a[0] for a in receiver.wait_answers(9)] == [204] * 9
-    # The old key is removed from the JWKS: its notifications stop verifying; the new verify.
+    # The old key is removed from the JWKS: within MIN_REFETCH of the last fetch it still
+    # verifies (the cache is not re-read yet); after, its notifications stop verifying.
     server.keys = [new]
-    send(agent(make_app, [old]), receiver.url)
-    answers = receiver.wait_answers(12)
-    assert [a[0] for a in answers[9:]] == [401] * 3
-    send(agent(make_app, [new, old]), receiver.url)
-    assert [a[0] for a in receiver.wait_answers(15)[12:]] == [204] * 3
-    assert len(receiver.accepted) == 12
+    send(agent(make_app, [old]), receiver)
+    assert [a[0] for a in receiver.wait_answers(12)[9:]] == [204] * 3
+    monotonic.now += MIN_REFETCH
+    send(agent(make_app, [old]), receiver)
+    answers = receiver.wait_answers(15)
+    assert [a[0] for a in answers[12:]] == [401] * 3
+    assert all(json.loads(a[1]) == {"error": "unknown_kid"} for a in answers[12:])
+    send(agent(make_app, [new, old]), receiver)
+    assert [a[0] for a in receiver.wait_answers(18)[15:]] == [204] * 3
+    assert len(receiver.accepted) == 15
+    assert server.fetches == 3
+
+
+def test_mallorys_webhook_at_alices_receiver_is_refused(
+    make_app: t.Callable[..., Flask], receiver: Receiver, jwks_server: tuple[JWKSServer, str]
+) -> None:
+    server, _ = jwks_server
+    key = ec_key("k1")
+    server.keys = [key]
+    app = make_app(
+        signing_keys=[key],
+        config={"A2A_ALLOW_PRIVATE_PUSH": True, "A2A_PUBLIC_BASE_URL": BASE_URL},
+    )
+    alice, mallory = A2ATestClient(app, token="alice"), A2ATestClient(app, token="bob")
+    expect(receiver.app, "alice-secret")
+    alice_task = send(alice, receiver, token="alice-secret", id="alice-hook")
+    assert [a[0] for a in receiver.wait_answers(3)] == [204] * 3
+    # Mallory's own task, its webhook at Alice's URL: the agent signs it for that audience.
+    send(mallory, receiver, token=None)
+    send(mallory, receiver, token="a-guess")
+    answers = receiver.wait_answers(9)
+    assert [(a[0], json.loads(a[1])) for a in answers[3:]] == [(401, {"error": "token"})] * 6
+    _, _, headers, body = answers[3]
+    jwt = headers["authorization"].partition(" ")[2]
+    proves_the_agent = NotificationVerifier({"keys": [key.jwk()]}, audience=receiver.url)
+    assert proves_the_agent.verify_parts(jwt, body).task_id != alice_task["id"]
+    # With Alice's token (leaked): sent for another config, or for Alice's config id on a task
+    # of Mallory's, it is still not what Alice's receiver registered.
+    send(mallory, receiver, token="alice-secret")
+    send(mallory, receiver, token="alice-secret", id="alice-hook")
+    answers = receiver.wait_answers(15)
+    reasons = sorted(json.loads(a[1])["error"] for a in answers[9:])  # two configs: interleaved
+    assert reasons == ["config"] * 3 + ["unknown_task"] * 3
+    assert {task_id for task_id, _ in receiver.accepted} == {alice_task["id"]}
+    assert len(receiver.accepted) == 3
 
 
 def test_unsigned_without_keys(make_app: t.Callable[..., Flask], receiver: Receiver) -> None:
     client = A2ATestClient(make_app(config={"A2A_ALLOW_PRIVATE_PUSH": True}), token="alice")
-    send(client, receiver.url)
+    send(client, receiver)
     answers = receiver.wait_answers(3)
     assert all("authorization" not in a[2] and JWT_HEADER.lower() not in a[2] for a in answers)
     assert {json.loads(a[1])["error"] for a in answers} == {"no_token"}
@@ -245,9 +301,18 @@ class Posted:
         self.headers, self.body = headers, body
 
 
-def signed(signer: NotificationSigner, url: str, body: bytes, jti: str = "n1") -> Posted:
+def signed(
+    signer: NotificationSigner,
+    url: str,
+    body: bytes,
+    jti: str = "n1",
+    config_id: str = "hook-1",
+    token: str | None = None,
+    task_id: str = "task-1",
+) -> Posted:
     headers: dict[str, str] = {}
-    signer.add_to(headers, url, "task-1", jti, body)
+    config = PushConfig(id=config_id, task_id=task_id, url=url, token=token)
+    signer.add_to(headers, config, jti, body)
     return Posted(headers, body)
 
 
@@ -264,9 +329,9 @@ def verifier(key: SigningKey, clock: Clock, **options: t.Any) -> NotificationVer
     return NotificationVerifier({"keys": [key.jwk()]}, clock=clock, **options)
 
 
-def reason(check: NotificationVerifier, posted: Posted) -> str:
+def reason(check: NotificationVerifier, posted: Posted, **binding: t.Any) -> str:
     with pytest.raises(NotificationRejected) as caught:
-        check.verify(posted)
+        check.verify(posted, **binding)
     return caught.value.reason
 
 
@@ -299,6 +364,29 @@ def test_verifier_checks_audience_issuer_age_and_signature(clock: Clock) -> None
     assert reason(other, signed(signer, url, b"{}", "n7")) == "signature"
 
 
+def test_verifier_checks_the_config_binding(clock: Clock) -> None:
+    key = ec_key("k")
+    signer = NotificationSigner([key], None, clock=clock)
+    check = verifier(key, clock)
+    url = "https://hooks.example/a2a"
+    note = check.verify(
+        signed(signer, url, b"{}", "b1", token="tok"), config_id="hook-1", token="tok"
+    )
+    assert (note.config_id, note.claims["token_sha256"]) == (
+        "hook-1",
+        hashlib.sha256(b"tok").hexdigest(),
+    )
+    bound = {"config_id": "hook-1", "token": "tok"}
+    assert reason(check, signed(signer, url, b"{}", "b2", "hook-2", "tok"), **bound) == "config"
+    assert reason(check, signed(signer, url, b"{}", "b3", "hook-1", "other"), **bound) == "token"
+    # A config without a token carries no token claim: a receiver expecting one refuses it.
+    untokened = signed(signer, url, b"{}", "b4", "hook-1")
+    assert "token_sha256" not in claims_of(untokened.headers["Authorization"].split(" ")[1])
+    assert reason(check, untokened, **bound) == "token"
+    # A refused binding does not spend the jti: the right receiver still takes it.
+    assert check.verify(untokened, config_id="hook-1").jti == "b4"
+
+
 def test_replay_cache_remembers_each_jti_for_max_age_and_is_bounded(clock: Clock) -> None:
     key = ec_key("k")
     signer = NotificationSigner([key], None, clock=clock)
@@ -313,27 +401,33 @@ def test_replay_cache_remembers_each_jti_for_max_age_and_is_bounded(clock: Clock
     assert len(check.replay._seen) <= 2
 
 
-def test_verify_notification_in_a_flask_view_with_keys_given(clock: Clock) -> None:
+def test_the_example_receiver_takes_only_the_configs_it_registered() -> None:
     key = ec_key("k")
+    signer = NotificationSigner([key], None)
+    url = "http://localhost/a2a"
     body = b'{"statusUpdate":{"taskId":"task-1"}}'
-    posted = signed(NotificationSigner([key], None), "http://localhost/a2a", body, "view-1")
-    app = create_receiver({"keys": [key.jwk()]}, "http://localhost/a2a", {"task-1": "tok"})
+    app = create_receiver({"keys": [key.jwk()]}, url, {"task-1": "tok"})
     client = app.test_client()
-    answer = client.post(
-        "/a2a", data=body, headers={**posted.headers, "X-A2A-Notification-Token": "tok"}
-    )
-    assert answer.status_code == 204
+
+    def post(jti: str, sent: str = "tok", **config: t.Any) -> tuple[int, t.Any]:
+        posted = signed(signer, url, body, jti, **{"token": "tok", **config})
+        headers = {**posted.headers, "X-A2A-Notification-Token": sent}
+        answer = client.post("/a2a", data=body, headers=headers)
+        return answer.status_code, answer.json
+
+    assert post("view-1") == (204, None)
     assert app.extensions["notifications"] == [("task-1", json.loads(body))]
-    again = signed(NotificationSigner([key], None), "http://localhost/a2a", body, "view-2")
-    wrong = client.post(
-        "/a2a", data=body, headers={**again.headers, "X-A2A-Notification-Token": "nope"}
-    )
-    assert (wrong.status_code, wrong.json) == (401, {"error": "token"})
+    assert post("view-2", sent="nope") == (401, {"error": "token"})  # not a token we gave
+    # The header names our token, the signed claims another config's: not ours.
+    assert post("view-3", token="mallory") == (401, {"error": "token"})
+    # Our token, another config of the agent's (its first notification pinned hook-1).
+    assert post("view-4", config_id="hook-2") == (401, {"error": "config"})
+    # Our token and config id, another task: a task this receiver did not register.
+    assert post("view-5", task_id="task-2") == (401, {"error": "unknown_task"})
+    assert len(app.extensions["notifications"]) == 1
 
 
 def test_a_jwks_outage_keeps_the_cached_keys_and_does_not_hammer(clock: Clock) -> None:
-    from flask_a2a.push.verify import MIN_REFETCH, JWKSCache
-
     key = ec_key("k")
 
     class Flaky:
@@ -342,13 +436,15 @@ def test_a_jwks_outage_keeps_the_cached_keys_and_does_not_hammer(clock: Clock) -
         def __init__(self) -> None:
             self.calls = 0
 
-        def get(self, url: str, timeout: float) -> requests.Response:
+        def get(self, url: str, **options: t.Any) -> requests.Response:
+            assert options["allow_redirects"] is False
             self.calls += 1
             if self.calls > 1:
                 raise requests.ConnectionError("down")
             response = requests.Response()
             response.status_code = 200
             response._content = json.dumps({"keys": [key.jwk()]}).encode()
+            response._content_consumed = True  # type: ignore[attr-defined]
             response.headers["Cache-Control"] = "max-age=0"
             return response
 
@@ -361,9 +457,14 @@ def test_a_jwks_outage_keeps_the_cached_keys_and_does_not_hammer(clock: Clock) -
     )
     check = NotificationVerifier(cache, audience="https://hooks.example/a2a", clock=clock)
     signer = NotificationSigner([key], None, clock=clock)
+    url = "https://hooks.example/a2a"
     for n in range(3):
-        check.verify(signed(signer, "https://hooks.example/a2a", b"{}", f"j{n}"))
+        check.verify(signed(signer, url, b"{}", f"j{n}"))
+    assert session.calls == 1  # max-age=0, yet no second fetch within MIN_REFETCH
+    monotonic.now += MIN_REFETCH
+    for n in range(3):  # the stale key serves while the JWKS is down
+        check.verify(signed(signer, url, b"{}", f"k{n}"))
     assert session.calls == 2  # the failed re-fetch is not repeated at every notification
     monotonic.now += MIN_REFETCH
-    check.verify(signed(signer, "https://hooks.example/a2a", b"{}", "j9"))
+    check.verify(signed(signer, url, b"{}", "j9"))
     assert session.calls == 3

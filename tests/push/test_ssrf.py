@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 import threading
 import typing as t
 
@@ -64,10 +65,60 @@ def log_lines(caplog: pytest.LogCaptureFixture, needle: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "address",
-    ["8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8", "2002:808:808::1", "64:ff9b::808:808"],
+    [
+        "8.8.8.8",
+        "2606:4700::1111",
+        "::ffff:8.8.8.8",
+        "::ffff:0:808:808",  # IPv4-translated: judged by the address inside
+        "2002:808:808::1",
+        "64:ff9b::808:808",
+    ],
 )
 def test_public_addresses_pass_the_policy(address: str) -> None:
     assert ssrf.refusal(ipaddress.ip_address(address)) is None
+
+
+#: Wrapped private addresses a name may rebind to after registration, and why each is refused.
+WRAPPED = [
+    ("64:ff9b:1::a00:1", "is in the local-use NAT64 prefix 64:ff9b:1::/48"),  # 10.0.0.1
+    ("::ffff:0:7f00:1", "embeds 127.0.0.1, which is loopback"),  # IPv4-translated
+]
+
+
+class RebindingTo(Rebinding):
+    """Public for the registration's lookup, then ``address``."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__()
+        self.address = address
+
+    def __call__(self, host: str) -> list[str]:
+        answer = super().__call__(host)
+        return answer if answer == [self.PUBLIC] else [self.address]
+
+
+@pytest.mark.parametrize(("address", "why"), WRAPPED)
+def test_wrapped_private_address_is_refused_at_dial_time(
+    make_app: t.Callable[..., Flask], caplog: pytest.LogCaptureFixture, address: str, why: str
+) -> None:
+    resolver = RebindingTo(address)
+    client = A2ATestClient(make_app(push_resolver=resolver), token="alice")
+    register(client, "http://rebind.test:9/hook")  # public at registration
+    wait_until(lambda: len(log_lines(caplog, "push delivery failed")) == 3)
+    idle(client.app)
+    assert resolver.calls == ["rebind.test"] * 4
+    for line in log_lines(caplog, "push delivery failed"):
+        assert f"push address refused: rebind.test ({address}) {why}" in line
+
+
+@pytest.mark.parametrize(("address", "why"), WRAPPED)
+def test_wrapped_private_address_is_refused_by_the_policy(address: str, why: str) -> None:
+    policy = ssrf.AddressPolicy(lambda host: [address])
+    with pytest.raises(ssrf.RefusedAddressError, match=re.escape(why)):
+        policy.addresses("hooks.test")
+    assert ssrf.AddressPolicy(lambda host: [address], allow_private=True).addresses("h") == [
+        address
+    ]
 
 
 def test_name_rebinding_to_private_is_refused_at_dial_time(

@@ -145,6 +145,19 @@ def test_the_memory_store_refuses_a_process_forked_after_init_app() -> None:
 
 
 @plain_fork
+def test_a_memory_store_the_host_passed_is_named_in_the_refusal() -> None:
+    """The host passed ``store=MemoryStore()``: the refusal says so, and does not tell it to
+    set up Flask-SQLAlchemy (which an app like that often has already)."""
+    app = Flask("forked_given")
+    A2A(app, skills=SKILLS, principal=token_principal, store=MemoryStore())
+    report = answer_in_a_forked_child(app)
+    assert report["answer"]["error"]["code"] == -32603, report
+    refusal = next(line for line in report["log"] if "keeps tasks in one process" in line)
+    assert "You passed store=MemoryStore() to A2A: leave store= out" in refusal
+    assert "register Flask-SQLAlchemy" not in refusal
+
+
+@plain_fork
 @pytest.mark.parametrize("how", ["opt-in", "sql"])
 def test_a_forked_process_serves_with_the_opt_in_or_a_shared_store(
     how: str, tmp_path: Path

@@ -34,12 +34,13 @@ async function whoAmI() {
     const session = await consoleGet("session");
     signedIn = true;
     const scopes = session.scopes ? `, scopes ${session.scopes.join(" ")}` : "";
-    $("#who").textContent = `Signed in as ${session.owner}${session.tenant ? ` (tenant ${session.tenant})` : ""}${scopes}${hasToken() ? " with a bearer token" : ""}.`;
+    $("#who").textContent = `Signed in as ${session.name || session.owner}${session.tenant ? ` (tenant ${session.tenant})` : ""}${scopes}${hasToken() ? " with a bearer token" : ""}.`;
     show($("#token-clear"), hasToken());
     show(document.querySelector('[data-tab="operators"]'), session.admin);
     setSkills(session.skills, session.tools);
+    $("#who").title = session.name ? `owner ${session.owner}` : "";
     notice("");
-    return true;
+    return null;
   } catch (error) {
     signedIn = false;
     $("#who").textContent = error.status === 401
@@ -48,7 +49,7 @@ async function whoAmI() {
     show($("#token-clear"), hasToken());
     show(document.querySelector('[data-tab="operators"]'), false);
     setSkills([], {});
-    return false;
+    return error;
   }
 }
 
@@ -69,7 +70,12 @@ function init() {
     event.preventDefault();
     setToken($("#token").value);
     $("#token").value = "";
-    if (!(await whoAmI())) notice("That token was not accepted.");
+    const refused = await whoAmI();
+    if (refused) {
+      notice(refused.status === 401
+        ? "Your app's principal hook resolved no owner from this token."
+        : `The app refused this token: ${refused.message}`);
+    }
   });
   $("#token-clear").addEventListener("click", () => {
     setToken("");

@@ -22,9 +22,19 @@ export function hasToken() {
   return token !== "";
 }
 
+// A pasted token is sent as a bearer token; a value that names its own scheme
+// ("Token abc", "Basic …") is sent as it is.
+function authorization() {
+  return /^[A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]* \S+$/.test(token) ? token : `Bearer ${token}`;
+}
+
+// Every request says it is a JSON API client: apps that read a token only from JSON requests
+// (request.is_json) then see it on the console's GETs too.
 function headers(extra) {
-  const out = { "Content-Type": "application/json", "A2A-Version": "1.0", ...extra };
-  if (token) out.Authorization = `Bearer ${token}`;
+  const out = {
+    "Content-Type": "application/json", Accept: "application/json", "A2A-Version": "1.0", ...extra,
+  };
+  if (token) out.Authorization = authorization();
   return out;
 }
 
@@ -129,7 +139,7 @@ export async function* sseEvents(body) {
 // The console's own JSON reads (who am I, tools, operators, the server's card check).
 export async function consoleGet(name) {
   const response = await fetch(`${paths.console}/api/${name}`, {
-    headers: token ? { Authorization: `Bearer ${token}` } : {},
+    headers: headers(),
     credentials: "same-origin", cache: "no-store",
   });
   let body = null;

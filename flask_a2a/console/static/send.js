@@ -38,10 +38,15 @@ export function sampleValue(schema) {
   }
 }
 
+// An optional string is left out: sent as "", it would be a filter matching nothing.
 function seedArguments(schema) {
   const props = (schema && schema.properties) || {};
+  const required = new Set((schema && schema.required) || []);
   const out = {};
-  for (const [name, prop] of Object.entries(props)) out[name] = sampleValue(prop);
+  for (const [name, prop] of Object.entries(props)) {
+    const value = sampleValue(prop);
+    if (value !== "" || required.has(name)) out[name] = value;
+  }
   return out;
 }
 
