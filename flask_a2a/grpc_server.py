@@ -8,8 +8,9 @@ app's own web server and the memory store (``flask a2a grpc --http``). Needs the
 Each RPC runs inside a request context of the app built from its metadata (a WSGI environ
 for ``POST A2A_PATH``, ``app.request_context``): the host's before-request hooks, its
 principal hook and the helpers of ``flask_a2a.auth`` read ``authorization`` and every other
-metadata entry as the request's headers, exactly as over HTTP, and a hook that answers instead
-(a redirect to a login page, an ``abort(401)``) refuses the call UNAUTHENTICATED. The binding
+metadata entry as the request's headers, exactly as over HTTP; a hook that answers instead
+refuses the call as the other bindings refuse it (an ``abort(403)`` PERMISSION_DENIED, a login
+redirect UNAUTHENTICATED). The binding
 (``bindings/grpc_binding.py``) does the rest.
 """
 
@@ -24,16 +25,20 @@ from concurrent import futures
 from urllib.parse import urlsplit
 
 import grpc
-from flask import Flask
+from flask import Flask, Response
 from grpc_status import rpc_status
 from werkzeug.exceptions import HTTPException
+from werkzeug.http import HTTP_STATUS_CODES
 
 from .agents import agents
 from .bindings import grpc_binding
 from .bindings.grpc_binding import RPCS, SERVICE, Refusal, Rpc
 from .exchange.calls import HTTPRequest
 from .exchange.runner import gevent_patched
+from .protocol.errors import A2AError, UnauthenticatedError, host_refusal
 from .protocol.model import Principal
+from .protocol.pages import answer_text
+from .protocol.scrub import scrub
 from .versions import check_versions
 
 if t.TYPE_CHECKING:
@@ -199,6 +204,8 @@ class Service:
             context.send_initial_metadata(answer.metadata)
         try:
             yield from grpc_binding.events_of(body)
+        except Refusal as refused:  # the stream's caller no longer resolves
+            context.abort_with_status(rpc_status.to_status(refused.status))
         finally:
             body.close()
 
@@ -220,12 +227,16 @@ class Service:
     def resolve(self) -> Principal | None:
         """The caller, in the RPC's request context: the host's before-request hooks first (as
         Flask runs them before a view), then its principal hook. A hook that answers instead
-        refuses the call (None: UNAUTHENTICATED)."""
+        refuses the call as the other bindings answer it (``host_refusals.py``): its
+        ``abort(403, "banned")`` is PERMISSION_DENIED with the host's words, a page it returns
+        the error of its status, a redirect (a login hook's) UNAUTHENTICATED naming where."""
         try:
-            if self.app.preprocess_request() is not None:
-                return None
-        except HTTPException:
-            return None
+            answered = self.app.preprocess_request()
+        except HTTPException as exc:
+            words = f"{exc.name}: {exc.description}" if exc.description else exc.name
+            raise host_refusal(exc.code or 500, words) from None
+        if answered is not None:
+            raise _refusal_of(self.app.make_response(answered))
         return self.state.resolve_principal()
 
 
@@ -244,7 +255,19 @@ class GrpcRequest(HTTPRequest):
             _no_body,
             service.resolve,
             principal_refresher=lambda: refresh,
+            environ=request.environ,  # where the call came from, for a run's re-entry
         )
+
+
+def _refusal_of(response: Response) -> A2AError:
+    """The error a page (or a redirect) returned by a host's hook stands for."""
+    status = response.status_code
+    if status < 400:
+        where = scrub(response.headers.get("Location", "?"))[:300]
+        phrase = HTTP_STATUS_CODES.get(status, "Redirect")
+        return UnauthenticatedError(f"{phrase}: the app redirected it to {where}")
+    words = answer_text(response.get_data()[:65536], response.mimetype or "")
+    return host_refusal(status, words or HTTP_STATUS_CODES.get(status, "Refused"))
 
 
 def _no_body(size: int) -> bytes:
@@ -267,7 +290,10 @@ class _Refresh:
     def __call__(self) -> Principal | None:
         service = self.service
         with service.app.request_context(service.environ(self.headers, self.address)):
-            return service.resolve()
+            try:
+                return service.resolve()
+            except A2AError:  # a hook refuses the caller now: the stream ends
+                return None
 
 
 def headers_of(metadata: t.Iterable[t.Any] | None) -> list[tuple[str, str]]:

@@ -33,17 +33,19 @@ from ..protocol.errors import (
     ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
     ExtensionSupportRequiredError,
-    ForbiddenOriginError,
+    ForbiddenError,
     InternalError,
     InvalidAgentResponseError,
     InvalidParamsError,
     InvalidRequestError,
     JSONParseError,
     MalformedBodyError,
+    MethodNotAllowedError,
     MethodNotFoundError,
+    NotFoundError,
     PayloadTooLargeError,
     PushNotificationNotSupportedError,
-    StreamSeatsExhaustedError,
+    RateLimitedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnauthenticatedError,
@@ -62,7 +64,8 @@ EXTENSIONS_KEY: t.Final = EXTENSIONS_HEADER.lower()
 
 #: Error class -> gRPC status code: spec §5.4 as corrected in A2A 1.0.1 for the A2A errors
 #: (UnsupportedOperation, PushNotificationNotSupported, VersionNotSupported: FAILED_PRECONDITION),
-#: the HTTP+JSON binding's google.rpc code for the rest. Looked up along the class's MRO.
+#: the HTTP+JSON binding's google.rpc code for the rest (the host's own refusals among them:
+#: a hook's 403, 404, 429). Looked up along the class's MRO.
 CODES: t.Final[dict[type[A2AError], grpc.StatusCode]] = {
     TaskNotFoundError: grpc.StatusCode.NOT_FOUND,
     TaskNotCancelableError: grpc.StatusCode.FAILED_PRECONDITION,
@@ -80,9 +83,11 @@ CODES: t.Final[dict[type[A2AError], grpc.StatusCode]] = {
     InternalError: grpc.StatusCode.INTERNAL,
     MalformedBodyError: grpc.StatusCode.INVALID_ARGUMENT,
     UnauthenticatedError: grpc.StatusCode.UNAUTHENTICATED,
-    ForbiddenOriginError: grpc.StatusCode.PERMISSION_DENIED,
+    ForbiddenError: grpc.StatusCode.PERMISSION_DENIED,
+    NotFoundError: grpc.StatusCode.NOT_FOUND,
+    MethodNotAllowedError: grpc.StatusCode.UNIMPLEMENTED,
     PayloadTooLargeError: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    StreamSeatsExhaustedError: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    RateLimitedError: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 
@@ -184,11 +189,32 @@ def response_of(rpc: Rpc, result: t.Any) -> Message:
 def events_of(body: t.Iterable[bytes]) -> t.Iterator[a2a_pb2.StreamResponse]:
     """A stream's SSE frames (each a bare StreamResponse's JSON: ``Call.binding`` is grpc) as
     StreamResponse messages; the relay's keep-alive comments have no gRPC form and are
-    dropped (HTTP/2 keeps the connection alive; the relay still re-checks the caller)."""
+    dropped (HTTP/2 keeps the connection alive; the relay still re-checks the caller). The
+    error a stream may end with (a caller who no longer resolves: the ``google.rpc.Status``
+    of HTTP+JSON) raises :class:`Refusal`: the call ends with that status."""
     for frame in body:
         if not frame.startswith(b"data: "):
             continue
-        yield grpc_messages.parse(json.loads(frame[6:]), a2a_pb2.StreamResponse())
+        event = json.loads(frame[6:])
+        if "error" in event:
+            raise streamed_refusal(event["error"])
+        yield grpc_messages.parse(event, a2a_pb2.StreamResponse())
+
+
+def streamed_refusal(error: t.Mapping[str, t.Any]) -> Refusal:
+    """A stream's error event (the HTTP+JSON binding's ``google.rpc.Status`` JSON) as the
+    gRPC status the call ends with: its code by name, its message and details."""
+    name = str(error.get("status", "INTERNAL"))
+    code = getattr(grpc.StatusCode, name, grpc.StatusCode.INTERNAL)
+    details = error.get("details")
+    status = status_pb2.Status(
+        code=code.value[0],
+        message=str(error.get("message", "")),
+        details=[_packed(d) for d in details if isinstance(d, dict)]
+        if isinstance(details, list)
+        else [],
+    )
+    return Refusal(code, status)
 
 
 def code_of(error: A2AError) -> grpc.StatusCode:

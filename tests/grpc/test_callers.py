@@ -10,6 +10,7 @@ import typing as t
 from types import SimpleNamespace
 
 import grpc
+import pytest
 from a2a.types import a2a_pb2
 from flask import Flask, abort, g, redirect, request
 
@@ -141,8 +142,9 @@ def test_flask_jwt_extended() -> None:
 
 
 def test_a_hook_that_answers_instead_refuses_the_call() -> None:
-    """A login redirect or an abort of the host's before-request hook: UNAUTHENTICATED (the
-    principal hook never runs), as the hook's answer would have stopped a view."""
+    """The host's before-request hook refuses as over the other bindings (host_refusals.py):
+    its ``abort(403, ...)`` with its words, a page it returns by its status, a login redirect
+    UNAUTHENTICATED naming where; the principal hook does not run."""
     app = Flask("guarded_grpc")
     asked: list[str] = []
 
@@ -151,6 +153,10 @@ def test_a_hook_that_answers_instead_refuses_the_call() -> None:
         key = request.headers.get("X-Api-Key")
         if key == "redirect-me":
             return redirect("/login")
+        if key == "banned":
+            abort(403, "this key is banned")
+        if key == "hasty":
+            return "<html><body><h1>Slow down</h1><p>Too many calls.</p></body></html>", 429
         if key != "s3cret":
             abort(401)
         return None
@@ -163,12 +169,23 @@ def test_a_hook_that_answers_instead_refuses_the_call() -> None:
     try:
         with grpc_server(app) as server:
             call = Caller(server.address, token=None)
-            for extra in ([("x-api-key", "redirect-me")], [("x-api-key", "wrong")], []):
-                refusal(
-                    call("ListTasks", a2a_pb2.ListTasksRequest(), extra=extra),
-                    UNAUTHENTICATED,
-                    "UNAUTHENTICATED",
-                )
+
+            def refused(key: str | None, code: grpc.StatusCode, reason: str) -> str:
+                extra = [("x-api-key", key)] if key else []
+                answer = call("ListTasks", a2a_pb2.ListTasksRequest(), extra=extra)
+                return str(refusal(answer, code, reason)["message"])
+
+            assert "redirected it to /login" in refused(
+                "redirect-me", UNAUTHENTICATED, "UNAUTHENTICATED"
+            )
+            assert "this key is banned" in refused(
+                "banned", grpc.StatusCode.PERMISSION_DENIED, "FORBIDDEN"
+            )
+            assert "Slow down" in refused(
+                "hasty", grpc.StatusCode.RESOURCE_EXHAUSTED, "RATE_LIMITED"
+            )
+            refused("wrong", UNAUTHENTICATED, "UNAUTHENTICATED")
+            refused(None, UNAUTHENTICATED, "UNAUTHENTICATED")
             assert asked == []
             ok = call("ListTasks", a2a_pb2.ListTasksRequest(), extra=[("x-api-key", "s3cret")])
             assert ok.total_size == 0 and asked == ["s3cret"]
@@ -202,9 +219,15 @@ def test_a_stream_ends_when_its_caller_is_no_longer_allowed(
         assert next(stream).task.id
         assert gate.entered.wait(5)
         revoked.add("carol")
-        # Ended with no error; at most the WORKING status came before the re-check.
-        rest = list(stream)
-        assert [e.status_update.status.state for e in rest] in ([], [a2a_pb2.TASK_STATE_WORKING])
+        # Ended UNAUTHENTICATED (as SSE ends with a -31401 event); at most the WORKING status
+        # came before the re-check.
+        seen: list[t.Any] = []
+        with pytest.raises(grpc.RpcError) as ended:
+            for event in stream:
+                seen.append(event.status_update.status.state)
+        assert seen in ([], [a2a_pb2.TASK_STATE_WORKING])
+        status = refusal(ended.value, UNAUTHENTICATED, "UNAUTHENTICATED")
+        assert "no longer resolves" in status["message"]
         assert wait_for(lambda: exchange.seats.count("carol") == 0, timeout=3.0)
         gate.release.set()
         call.close()
