@@ -138,8 +138,10 @@ class Answer(t.NamedTuple):
 
 def params_of(request: Message) -> dict[str, t.Any]:
     """The request as the params dict a JSON-RPC call of the same method carries (its ProtoJSON:
-    camelCase names, enums by name, bytes in base64, unset fields left out)."""
-    return t.cast(dict[str, t.Any], json_format.MessageToDict(request))
+    camelCase names, enums by name, bytes in base64, unset fields left out, whole numbers of
+    data and metadata ints again: ``grpc_messages.json_numbers``)."""
+    params = grpc_messages.json_numbers(json_format.MessageToDict(request))
+    return t.cast(dict[str, t.Any], params)
 
 
 def handle(

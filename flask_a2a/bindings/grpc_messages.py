@@ -27,6 +27,27 @@ _STRUCT: t.Final = "google.protobuf.Struct"
 _VALUE: t.Final = "google.protobuf.Value"
 
 
+#: Whole doubles up to here are exact integers (2**53): made ints again by :func:`json_numbers`.
+_EXACT: t.Final = 2**53
+
+
+def json_numbers(value: t.Any) -> t.Any:
+    """A ProtoJSON value read from a message, with its numbers as JSON has them.
+
+    A ``google.protobuf.Value`` (a data part, metadata) holds every number as a double, so
+    ``{"limit": 10}`` sent by any gRPC client arrives as ``10.0``, where JSON-RPC hands the
+    same call ``10``: a JSON Schema ``integer`` check, ``isinstance(x, int)`` or a host's
+    marshmallow ``Integer(strict=True)`` would then refuse over gRPC what they accept over
+    JSON-RPC. A whole number is an int again (a fraction stays a float)."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and -_EXACT <= value <= _EXACT else value
+    if isinstance(value, dict):
+        return {key: json_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_numbers(item) for item in value]
+    return value
+
+
 class _Unhandled(Exception):
     """A shape :func:`fill` leaves to ``json_format``."""
 

@@ -5,9 +5,10 @@ ProtoJSON, so nothing above the transport knows the wire. Needs the ``grpc`` ext
 The session's headers go as metadata (``authorization``, ``a2a-version``, the caller's own), as
 the spec's gRPC binding carries its service parameters. An address is ``host:port`` (the card's
 form), spoken in plaintext; ``grpcs://host:port``, or port 443, over TLS with the system's
-roots. A refusal's ``google.rpc.Status`` comes back as the server's error class, read from its
-ErrorInfo as over HTTP+JSON; a server that is not there is ``requests.ConnectionError`` and a
-deadline ``requests.Timeout``, as on the other transports.
+roots. Whole numbers in data come back as ints, as JSON-RPC hands them (a protobuf ``Value``
+holds doubles). A refusal's ``google.rpc.Status`` comes back as the server's error class, read
+from its ErrorInfo as over HTTP+JSON; a server that is not there is ``requests.ConnectionError``
+and a deadline ``requests.Timeout``, as on the other transports.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from google.protobuf import json_format
 from grpc_status import rpc_status
 
 from ..bindings.grpc_binding import RPCS, SERVICE
+from ..bindings.grpc_messages import json_numbers
 from ..bindings.rest import error_class_for_reason
 from ..protocol.errors import ERROR_DOMAIN, ERROR_INFO_TYPE, error_from_dict
 from .sse import A2AClientError, EventStream, Timeout
@@ -62,7 +64,7 @@ class GrpcTransport:
             raise error_of(exc) from None
         if method == "DeleteTaskPushNotificationConfig":
             return None  # google.protobuf.Empty: JSON-RPC's null
-        return json_format.MessageToDict(response)
+        return json_numbers(json_format.MessageToDict(response))
 
     def stream(self, method: str, params: dict[str, t.Any], timeout: Timeout) -> EventStream:
         """A server stream. It has no deadline: gRPC has no bound on the silence between two
@@ -123,7 +125,7 @@ def _as_is(payload: t.Any) -> t.Any:
 def _results(call: t.Any) -> t.Iterator[dict[str, t.Any]]:
     try:
         for message in call:
-            yield json_format.MessageToDict(message)
+            yield json_numbers(json_format.MessageToDict(message))
     except grpc.RpcError as exc:
         if exc.code() == grpc.StatusCode.CANCELLED:  # closed by us: the stream simply ends
             return

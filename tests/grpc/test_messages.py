@@ -103,3 +103,12 @@ def test_what_the_hand_path_leaves_falls_back_to_json_format() -> None:
         grpc_messages.parse({"id": 5}, a2a_pb2.Task())
     with pytest.raises(json_format.ParseError):
         grpc_messages.parse({"status": {"state": "NO_SUCH_STATE"}}, a2a_pb2.Task())
+
+
+def test_whole_numbers_are_ints_again() -> None:
+    value = {"a": 1.0, "b": [2.0, 2.5, True, None, "3"], "c": {"d": -0.0, "e": 1e300}}
+    assert grpc_messages.json_numbers(value) == {
+        "a": 1, "b": [2, 2.5, True, None, "3"], "c": {"d": 0, "e": 1e300}
+    }  # fmt: skip
+    assert isinstance(grpc_messages.json_numbers(1.0), int)
+    assert isinstance(grpc_messages.json_numbers(1e300), float)  # past 2**53: left a double

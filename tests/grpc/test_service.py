@@ -428,3 +428,27 @@ def test_a_reply_is_a_message_not_a_task(
     )
     assert [e.WhichOneof("payload") for e in events] == ["message"]
     assert call("ListTasks", a2a_pb2.ListTasksRequest()).total_size == 0  # no task remains
+
+
+def test_an_entity_skill_re_enters_the_app_as_the_caller_with_whole_numbers() -> None:
+    """examples/invoices.py over gRPC: the tool call re-enters the app with the caller's own
+    credentials (each sees their invoices), and ``{"limit": 1}`` reaches the tool as the
+    integer JSON-RPC hands it, though a protobuf Value carries every number as a double."""
+    from examples.invoices import create_app
+
+    app = create_app()
+    try:
+        with grpc_server(app) as server:
+            call = Caller(server.address, token="alice-token")
+            request = send_request("", skill="entity.invoices")
+            arguments = {"operation": "list", "arguments": {"limit": 1, "page": 2}}
+            json_format.ParseDict(arguments, request.message.parts.add().data)
+            task = call("SendMessage", request).task
+            assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED, task.status
+            page = json_format.MessageToDict(task.artifacts[0].parts[0].data)
+            assert (page["page"], page["perPage"], page["total"]) == (2, 1, 2)
+            bob = call("SendMessage", request, token="bob-token").task
+            assert json_format.MessageToDict(bob.artifacts[0].parts[0].data)["total"] == 1
+            call.close()
+    finally:
+        app.extensions["a2a"].exchange.shutdown(2)
