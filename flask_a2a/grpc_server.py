@@ -221,6 +221,8 @@ class Service:
                     http, self.state.exchange.methods, self.state.exchange.extensions, rpc, request
                 )
         except Refusal as refused:
+            if refused.metadata:
+                context.send_initial_metadata(refused.metadata)
             context.abort_with_status(rpc_status.to_status(refused.status))
             raise  # abort_with_status raised already; this line only tells mypy
 

@@ -119,12 +119,19 @@ RPCS: t.Final[dict[str, Rpc]] = _rpcs()
 
 
 class Refusal(Exception):
-    """An RPC refused: the gRPC status code and the ``google.rpc.Status`` the caller gets."""
+    """An RPC refused: the gRPC status code and the ``google.rpc.Status`` the caller gets,
+    and the initial metadata that goes with it (the extensions the call had activated)."""
 
-    def __init__(self, code: grpc.StatusCode, status: status_pb2.Status) -> None:
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        status: status_pb2.Status,
+        metadata: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         super().__init__(status.message)
         self.code = code
         self.status = status
+        self.metadata = metadata
 
 
 class Answer(t.NamedTuple):
@@ -158,22 +165,23 @@ def handle(
     (-32008), then the method's own checks. grpcio already capped the message's size
     (``A2A_MAX_BODY_BYTES``) and decoded it: no Origin, body or content type is left to check.
     """
+    activated: tuple[str, ...] = ()
     try:
         principal, method = admit(http, methods, rpc.name)
         activated = extensions.activate(http.headers, rpc.name) if extensions is not None else ()
         call = Call(None, params_of(request), principal, http, activated, binding="grpc")
         result = invoke(method, rpc.name, call)
-    except A2AError as exc:
-        raise refusal(exc) from None
+    except A2AError as exc:  # a refusal of a method the call reached says what it activated
+        raise refusal(exc, activated) from None
     except Exception as exc:
-        raise refusal(internal_error(exc)) from None
+        raise refusal(internal_error(exc), activated) from None
     metadata = ((EXTENSIONS_KEY, ",".join(activated)),) if activated else ()
     if isinstance(result, Reply):
         return Answer(None, result, metadata)
     try:
         return Answer(response_of(rpc, result), None, metadata)
     except json_format.ParseError as exc:  # our own answer does not fit the proto: a bug here
-        raise refusal(internal_error(exc)) from None
+        raise refusal(internal_error(exc), activated) from None
 
 
 def response_of(rpc: Rpc, result: t.Any) -> Message:
@@ -244,5 +252,6 @@ def _packed(detail: dict[str, t.Any]) -> any_pb2.Any:
     return packed
 
 
-def refusal(error: A2AError) -> Refusal:
-    return Refusal(code_of(error), status_of(error))
+def refusal(error: A2AError, activated: t.Sequence[str] = ()) -> Refusal:
+    metadata = ((EXTENSIONS_KEY, ",".join(activated)),) if activated else ()
+    return Refusal(code_of(error), status_of(error), metadata)

@@ -301,6 +301,15 @@ def test_extensions_come_and_go_as_metadata(
     assert response.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
     assert ("a2a-extensions", f"{GEO},{TRACE}") in outcome.initial_metadata()
     assert seen == [frozenset({GEO, TRACE})]
+    # A refusal of a method the call reached says what it activated too.
+    with pytest.raises(grpc.RpcError) as missing:
+        call.stub.GetTask(
+            a2a_pb2.GetTaskRequest(id="nope"),
+            metadata=call.metadata(extra=[("a2a-extensions", TRACE)]),
+            timeout=10,
+        )
+    refusal(missing.value, NOT_FOUND, "TASK_NOT_FOUND")
+    assert ("a2a-extensions", TRACE) in missing.value.initial_metadata()
     stream = call.stub.SendStreamingMessage(
         send_request("y"), metadata=call.metadata(extra=[("a2a-extensions", TRACE)]), timeout=10
     )
