@@ -76,7 +76,7 @@ def invoke(method: Method, name: str, call: Call) -> t.Any:
 
 
 #: ``Call.binding`` -> the binding a span names (the A2A ``protocolBinding`` spelling, lowered).
-_SPAN_BINDING: t.Final = {"jsonrpc": "jsonrpc", "rest": "http+json"}
+_SPAN_BINDING: t.Final = {"jsonrpc": "jsonrpc", "rest": "http+json", "grpc": "grpc"}
 
 
 def authenticate(http: HTTPRequest) -> Principal:
