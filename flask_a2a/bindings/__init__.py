@@ -16,6 +16,9 @@ import typing as t
 if t.TYPE_CHECKING:
     from ..exchange.calls import HTTPRequest as HTTPRequest
     from ..exchange.calls import Reply as Reply
+    from .grpc_binding import RPCS as RPCS
+    from .grpc_binding import Refusal as Refusal
+    from .grpc_binding import handle as handle_grpc
     from .jsonrpc import handle as handle_jsonrpc
     from .rest import handle as handle_rest
 
@@ -25,9 +28,20 @@ _SOURCES: t.Final[dict[str, tuple[str, str]]] = {
     "Reply": ("..exchange.calls", "Reply"),
     "handle_jsonrpc": (".jsonrpc", "handle"),
     "handle_rest": (".rest", "handle"),
+    "handle_grpc": (".grpc_binding", "handle"),  # the grpc extra
+    "RPCS": (".grpc_binding", "RPCS"),
+    "Refusal": (".grpc_binding", "Refusal"),
 }
 
-__all__ = ["HTTPRequest", "Reply", "handle_jsonrpc", "handle_rest"]
+__all__ = [
+    "HTTPRequest",
+    "Reply",
+    "handle_jsonrpc",
+    "handle_rest",
+    "handle_grpc",
+    "RPCS",
+    "Refusal",
+]
 
 if not t.TYPE_CHECKING:
 
