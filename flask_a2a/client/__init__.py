@@ -1,8 +1,9 @@
 """A small A2A client (JSON-RPC or HTTP+JSON, SSE) for tests, scripts and agent-to-agent
 calls, and the receiving end of push notifications (``parse_notification``).
 
-The names of ``a2a_client.py`` and ``messages.py`` are re-exported here, so ``flask_a2a.client``
-keeps its old imports.
+The public names are ``__all__``; ``A2AClient`` and ``A2AClientError`` live in ``flask_a2a``
+(``A2AClient`` is here too, the same object, for old imports), and the other names below are
+private.
 """
 
 from .a2a_client import (
@@ -47,3 +48,21 @@ from .notifications import (
 from .notifications import (
     parse_notification as parse_notification,
 )
+from .sse import (
+    EventStream as EventStream,
+)
+from .v03 import (
+    legacy_endpoint as legacy_endpoint,
+)
+
+__all__ = [
+    "EventStream",
+    "NotificationRejected",
+    "PushConfigPage",
+    "TaskListPage",
+    "Transport",
+    "build_message",
+    "legacy_endpoint",
+    "parse_notification",
+    "skill_message",
+]
