@@ -28,7 +28,7 @@ from .protocol.model import (
     Tier,
 )
 from .push.secrets import ROTATE_BATCH, rotate_sql_store
-from .store.base import ListQuery, TaskRecord, holds_nothing_at_rest
+from .store.base import ListQuery, TaskRecord, holds_nothing_at_rest, offers, optional
 from .store.choice import chosen_store, process_local
 
 #: Public (docs/api.md, "Where names live"); the rest of this module is private.
@@ -308,7 +308,8 @@ def trim_command(owners: tuple[str, ...]) -> None:
     _shared_store(state, "trim")
     exchange, settings = state.exchange, state.settings
     if not owners:
-        lister = getattr(exchange.store, "owners", None)
+        store = exchange.store
+        lister = optional(store).owners if offers(store, "owners") else None
         if lister is None:
             raise click.UsageError(
                 "this store cannot list its owners; name them: flask a2a trim OWNER..."

@@ -7,7 +7,7 @@ Every key is checked there, by a plain reader chosen by the type of its :class:`
 (not marshmallow: the host's, of whatever version, is left to its own schemas): a value from the
 environment (a string, or what ``from_prefixed_env`` parsed as JSON) is coerced when it reads as
 the type, and anything else fails startup naming the key, the value and the type expected. A new
-setting is one entry in ``DEFAULTS`` plus its ``Settings`` field.
+setting is one :class:`Settings` field: its name, type and default (``DEFAULTS`` is read off it).
 """
 
 from __future__ import annotations
@@ -20,71 +20,6 @@ import math
 import typing as t
 
 log = logging.getLogger("flask_a2a")
-
-#: Key -> default. Knobs where the spec says "0 = the default" resolve 0 to these values.
-DEFAULTS: t.Final[dict[str, t.Any]] = {
-    "A2A_PATH": "/a2a",
-    "A2A_TASK_TIMEOUT": 300.0,
-    "A2A_ALLOWED_ORIGINS": (),
-    "A2A_ALLOW_PRIVATE_PUSH": False,
-    "A2A_TERMINAL_TASK_RETENTION": 64,
-    "A2A_PAUSED_TASK_RETENTION": 64,
-    "A2A_MAX_PUSH_CONFIGS_PER_TASK": 8,
-    "A2A_MAX_CONCURRENT_RUNS_PER_OWNER": 16,
-    "A2A_RUN_POOL_SIZE": 0,
-    "A2A_MAX_STREAM_SEATS_PER_OWNER": 16,
-    "A2A_STREAM_SEAT_OVERFLOW": "refuse",
-    "A2A_KEEPALIVE_INTERVAL": 15.0,
-    "A2A_MAX_BODY_BYTES": 1024 * 1024,
-    "A2A_DISABLE_ENTITY_SKILLS": False,
-    "A2A_DISABLE_PUSH_NOTIFICATIONS": False,
-    "A2A_MAX_HISTORY": 100,
-    "A2A_SHUTDOWN_TIMEOUT": 10.0,
-    "A2A_REPLICA_POLL_INTERVAL": 1.0,
-    "A2A_BLOCKING_WRITE_DELAY": 1.0,
-    "A2A_DATABASE_URL": None,
-    "A2A_STATEMENT_TIMEOUT": 5.0,
-    "A2A_SQL_ASYNCHRONOUS_COMMIT": True,
-    "A2A_CREATE_TABLES": True,
-    "A2A_DATABASE_CONNECT_TIMEOUT": 3.0,
-    "A2A_DATABASE_READ_TIMEOUT": None,
-    "A2A_ALLOW_MEMORY_STORE_IN_WORKERS": False,
-    "A2A_PUSH_TIMEOUT": 10.0,
-    "A2A_ROLE": None,
-    "A2A_PUBLIC_BASE_URL": None,
-    "A2A_CARD_MAX_AGE": 300,
-    "A2A_JWKS_PATH": "/.well-known/jwks.json",
-    "A2A_AUTHORIZATION_SERVERS": (),
-    "A2A_SCOPES_SUPPORTED": (),
-    "A2A_PUSH_SECRET_KEY": (),
-    "A2A_REDIS_URL": None,
-    "A2A_REDIS_PREFIX": "a2a:",
-    "A2A_REDIS_TIMEOUT": 0.5,
-    "A2A_REDIS_LEASE_TTL": 10.0,
-    "A2A_REDIS_RETRY": 0.5,
-    "A2A_FLEET_LIMITS": False,
-    "A2A_METRICS": True,
-    "A2A_METRICS_PATH": None,
-    "A2A_REST_PATH": None,
-    "A2A_PREFERRED_BINDING": "JSONRPC",
-    "A2A_GRPC_URL": None,
-    "A2A_GRPC_THREADS": 64,
-    "A2A_CHECK_MEDIA_TYPES": "log",
-    "A2A_CONSOLE_PATH": None,
-    "A2A_CONSOLE_PRINCIPAL": "required",
-    "A2A_CONSOLE_ADMIN": (),
-    "A2A_PUSH_QUEUE": None,
-    "A2A_PUSH_QUEUE_URL": None,
-    "A2A_PUSH_RETRY_ATTEMPTS": 6,
-    "A2A_PUSH_RETRY_BACKOFF": 1.0,
-    "A2A_PUSH_RETRY_MAX_DELAY": 60.0,
-    "A2A_PUSH_PAUSE_AFTER": 20,
-    "A2A_PUSH_PAUSE_SECONDS": 600.0,
-    "A2A_PUSH_QUEUE_MAX_BYTES_PER_OWNER": 8 * 1024 * 1024,
-    "A2A_PROTOCOL_VERSIONS": ("1.0",),
-    "A2A_RUN_LEASES": True,
-    "A2A_MIN_RUN_LEASE": 2.0,
-}
 
 #: Keys whose values are secrets: a startup error names the key, never the value.
 _SECRET_KEYS: t.Final = frozenset({"A2A_PUSH_SECRET_KEY"})
@@ -441,6 +376,18 @@ class Settings:
             raise ConfigError(
                 "A2A_PUSH_QUEUE_MAX_BYTES_PER_OWNER must be positive (or negative: no cap)"
             )
+
+
+#: Settings fields that are no config key (``agent`` comes from ``A2A(name=...)``).
+_NOT_KEYS: t.Final = frozenset({"agent"})
+
+#: Key -> default, read off :class:`Settings`, where each default is written once. Knobs where
+#: the spec says "0 = the default" resolve 0 to these values.
+DEFAULTS: t.Final[dict[str, t.Any]] = {
+    "A2A_" + field.name.upper(): field.default
+    for field in dataclasses.fields(Settings)
+    if field.name not in _NOT_KEYS
+}
 
 
 def _shown(key: str, value: t.Any) -> str:

@@ -44,7 +44,7 @@ from .protocol.model import Principal
 from .protocol.scrub import scrub
 from .push.secrets import PushSecrets
 from .store.base import ListQuery, Store, holds_nothing_at_rest
-from .store.choice import LazyStore, chosen_store, store_for
+from .store.choice import ChosenStore, chosen_store, store_for
 from .versions import check_versions
 from .views import agent_blueprint, rest_unrouted
 from .wiring import (
@@ -108,7 +108,7 @@ class A2AState:
         #: The agent's tenant scoping (set by ``init_app``; the default agent's changes nothing).
         self.scoping: Scoping | None = None
         #: The store as ``store_for`` made it (agents of one app share it).
-        self.store_handle: LazyStore | None = None
+        self.store_handle: ChosenStore | None = None
         #: The method tables of the versions served beside 1.0 (A2A_PROTOCOL_VERSIONS).
         self.legacy: dict[str, t.Mapping[str, t.Any]] | None = (
             {"0.3": v03_binding.methods(exchange.methods)}
@@ -321,7 +321,7 @@ class A2A:
             runner = default_runner(settings.run_pool_size)
         push = push_sender(
             settings,
-            t.cast(Store, store),
+            store,
             runner,
             secrets,
             self._signing_keys,
@@ -340,7 +340,7 @@ class A2A:
         exchange = Exchange(
             settings,
             skills,
-            t.cast(Store, store),
+            store,
             runner,
             extended_card=self._extended_card,
             push=push,

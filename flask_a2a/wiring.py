@@ -23,7 +23,7 @@ from .ops.metrics import recorder
 from .push.secrets import PushSecrets
 from .push.webhooks import PushSender
 from .store.base import Store
-from .store.choice import LazyStore
+from .store.choice import ChosenStore
 
 if t.TYPE_CHECKING:
     import requests
@@ -72,7 +72,7 @@ def share_bus(exchanges: list[Exchange]) -> None:
         exchange.close_bus = close_bus
 
 
-def share_store(exchanges: list[Exchange], store: LazyStore) -> None:
+def share_store(exchanges: list[Exchange], store: ChosenStore) -> None:
     """Agents sharing a store: the last of them to shut down (its runs ended) releases it."""
     close_store = _with_the_last(exchanges, store.close)
     for exchange in exchanges:

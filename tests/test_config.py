@@ -170,3 +170,20 @@ def test_from_prefixed_env_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match=r"A2A_MAX_BODY_BYTES='1MB' \(str\): expected an integer"):
         A2A(broken, skills=[Skill(id="echo", name="Echo", description="Echo.", handler=echo)],
             principal=token_principal)  # fmt: skip
+
+
+def test_each_default_is_written_once() -> None:
+    """``DEFAULTS`` is read off ``Settings``: a default changed there is the key's default,
+    and the module spells no key's default a second time."""
+    import dataclasses
+    import inspect
+
+    from flask_a2a import config
+
+    fields_ = {f.name: f.default for f in dataclasses.fields(config.Settings)}
+    assert {k[4:].lower(): v for k, v in DEFAULTS.items()} == {
+        name: default for name, default in fields_.items() if name != "agent"
+    }
+    source = inspect.getsource(config)
+    assert [key for key in DEFAULTS if f'"{key}":' in source] == []
+    assert config.Settings.from_config({}) == config.Settings()

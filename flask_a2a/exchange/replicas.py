@@ -20,6 +20,7 @@ from ..protocol import jsonrpc, wire
 from ..protocol.errors import TaskCanceled
 from ..protocol.model import TaskState, TaskStatusUpdateEvent
 from ..protocol.scrub import scrub
+from ..store.base import offers, optional
 from .bus import Bus, BusEvent
 from .run_state import Run
 from .writer import is_final
@@ -114,7 +115,7 @@ class ReplicaWatch:
             return
         store = self.exchange.store
         versions: t.Callable[[list[str]], dict[str, tuple[int, TaskState]]] | None
-        versions = getattr(store, "task_versions", None)
+        versions = optional(store).task_versions if offers(store, "task_versions") else None
         stored = versions([run.task_id for run in runs]) if versions is not None else None
         for run in runs:
             if run.done.is_set():

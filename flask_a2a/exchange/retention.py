@@ -26,7 +26,15 @@ import typing as t
 from ..config import Settings
 from ..ops.metrics import recorder
 from ..protocol.model import INTERRUPTED_STATES, TERMINAL_STATES, TaskState, Tier
-from ..store.base import ListQuery, StaleTaskError, Store, TaskRecord, holds_nothing_at_rest
+from ..store.base import (
+    ListQuery,
+    StaleTaskError,
+    Store,
+    TaskRecord,
+    holds_nothing_at_rest,
+    offers,
+    optional,
+)
 from ..store.rounds import RoundFailed, Rounds
 from .writer import TaskWriter, finalize_failed
 
@@ -127,7 +135,12 @@ class Retention:
         ``"inline"`` (in process memory: O(1) under the bound, called directly) or ``"rounds"``
         (shared by concurrent settles in the tier, before their answers)."""
         if self._trimmer is None:
-            trimmer = getattr(self.store, "trim_terminal_tasks", None)
+            store = self.store
+            trimmer = (
+                optional(store).trim_terminal_tasks
+                if offers(store, "trim_terminal_tasks")
+                else None
+            )
             how = "rounds"
             if getattr(self.store, "deferred_trims", False):
                 how = "deferred"

@@ -33,7 +33,7 @@ from ..ops.log_fields import fields
 from ..protocol.model import Message, TaskState
 from ..protocol.scrub import scrub
 from ..store import processes
-from ..store.base import StaleTaskError
+from ..store.base import StaleTaskError, offers
 from ..store.leases import LEASED_STATES, TIMED_OUT, WORKER_STOPPED, LapsedRun, LeaseTerms
 from .replicas import ReplicaHost
 
@@ -60,7 +60,7 @@ def supports_leases(store: object, settings: Settings) -> bool:
     return (
         settings.run_leases
         and bool(getattr(store, "shared", False))
-        and hasattr(store, "lapsed_runs")
+        and offers(store, "lapsed_runs")
     )
 
 

@@ -18,6 +18,9 @@ from ..protocol.errors import InternalError, UnencodableDataError
 from ..protocol.model import Principal, PushConfig, Task, TaskState, Tier
 from ..protocol.wire import dump_task, task_json
 
+if t.TYPE_CHECKING:
+    from .leases import LapsedRun
+
 #: What to install when the SQL store cannot load (SQLAlchemy or the driver is missing).
 EXTRA_HINT: t.Final = "pip install flask-a2a[postgres]"
 
@@ -152,10 +155,14 @@ def holds_nothing_at_rest(store: object) -> bool:
 class Store(t.Protocol):
     """What the exchange needs from a task store."""
 
-    #: The store filters ListTasks by scope set in its query (else the server walks).
-    filters_scope: bool
-    #: The store filters ListTasks by tenant in its query (else the server walks).
-    filters_tenant: bool
+    @property
+    def filters_scope(self) -> bool:
+        """The store filters ListTasks by scope set in its query (else the server walks)."""
+
+    @property
+    def filters_tenant(self) -> bool:
+        """The store filters ListTasks by tenant in its query (else the server walks)."""
+
     # Optional: ``in_memory = True`` for a store that keeps nothing at rest (push secrets are
     # then not sealed; read with ``holds_nothing_at_rest``). ``deferred_trims = True`` for one
     # whose ``trim_terminal_tasks`` is a round trip: retention then runs it just after a settle's
@@ -196,6 +203,40 @@ class RetentionTrimmer(t.Protocol):
     """Optional: trim a tier's oldest terminal rows (and orphaned push configs) in one step."""
 
     def trim_terminal_tasks(self, tier: Tier, keep: int) -> list[str]: ...
+
+
+class OptionalOperations(RetentionTrimmer, t.Protocol):
+    """What a store may offer beside :class:`Store` (``offers(store, name)`` says which): a
+    trim in one step, the versions of many tasks at once (the replica check), the owners it
+    holds (``flask a2a``), and the run leases of a shared store (``store/leases.py``)."""
+
+    def task_versions(self, task_ids: list[str]) -> dict[str, tuple[int, TaskState]]: ...
+
+    def owners(self) -> list[str]: ...
+
+    def lease_run(self, task_id: str, until: int, deadline: int | None) -> None: ...
+
+    def renew_runs(self, task_ids: list[str], until: int) -> None: ...
+
+    def release_runs(self, task_ids: list[str]) -> None: ...
+
+    def lapsed_runs(self, now: int, limit: int) -> list[LapsedRun]: ...
+
+
+class Operations(Store, OptionalOperations, t.Protocol):
+    """A store with every operation, as the store package's wrappers are (``store/choice``)."""
+
+
+def offers(store: object, name: str) -> bool:
+    """``store`` has the optional operation ``name`` (:class:`OptionalOperations`). A wrapper
+    of the store package answers for the store it wraps, which always has the method."""
+    ask = getattr(store, "offers", None)
+    return bool(ask(name)) if ask is not None else hasattr(store, name)
+
+
+def optional(store: object) -> OptionalOperations:
+    """``store`` typed for its optional operations (call only those ``offers`` names)."""
+    return t.cast(OptionalOperations, store)
 
 
 def encode_task(task: Task) -> str:

@@ -4,9 +4,9 @@ Flask extensions register in any order, and ``A2A(app)`` before ``SQLAlchemy(app
 put tasks in the app's database. So with neither ``store=`` nor ``A2A_DATABASE_URL`` the choice
 between Flask-SQLAlchemy's engine and the memory store waits for the first store call (a request,
 a ``flask a2a`` command, an export or erase, ``A2A.task_updater``), made in the app context, or
-for the worker's boot under gunicorn. Every part of the exchange holds the one :class:`LazyStore`,
-so all of them see the same store; once chosen, its methods are cached on the proxy, so a call
-costs what it costs on the store itself. The choice is logged once:
+for the worker's boot under gunicorn. Every part of the exchange holds the one
+:class:`ChosenStore`, so all of them see the same store; once chosen, each of its methods calls
+the store's own (metered: ``calls``), so a call costs one more call. The choice is logged once:
 ``flask_a2a: task store: SQLStore(postgresql, prefix a2a_)``.
 
 A store that lives in one process (the memory store, in-memory SQLite) refuses to serve when
@@ -24,38 +24,29 @@ import typing as t
 import weakref
 
 from ..ops.metrics import NOOP, Recorder
-from ..protocol.errors import InternalError
 from . import processes
-from .base import unavailable_error, unreachable
+from .base import offers, unreachable
 from .blocking_drivers import gevent_patched, warn_blocking
-from .calls import observed
+from .calls import MeteredStore, metered
+from .errors import StoreErrors, StoreRefused, StoreUnavailable
 from .memory import MemoryStore
 
 if t.TYPE_CHECKING:
     from flask import Flask
 
     from ..config import Settings
-    from .base import Store
+    from ..protocol.model import PushConfig, TaskState, Tier
+    from .base import ListQuery, Operations, Store, TaskPage, TaskRecord
+    from .leases import LapsedRun
+
+__all__ = ["UNAVAILABLE_RETRY", "ChosenStore", "StoreRefused", "StoreUnavailable", "store_for"]
 
 log = logging.getLogger("flask_a2a")
-
-
-class StoreRefused(RuntimeError):
-    """A store that lives in one process, in a server that runs several."""
 
 
 #: Seconds a store whose database did not answer is not tried again (calls meanwhile fail at
 #: once instead of each waiting out a connect).
 UNAVAILABLE_RETRY: t.Final = 1.0
-
-
-class StoreUnavailable(RuntimeError):
-    """The store's database did not answer when the store was being opened; it is opened at
-    a later use. :attr:`cause` is what the driver raised."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(f"the task store's database does not answer ({type(cause).__name__})")
-        self.cause = cause
 
 
 def describe(store: object) -> str:
@@ -80,8 +71,13 @@ def process_local(store: object) -> str | None:
     return None
 
 
-class LazyStore:
-    """The exchange's store: chosen by ``choose()`` at its first use, then forwarded to.
+class ChosenStore:
+    """The exchange's store: chosen by ``choose()`` at its first use, then served from.
+
+    Each call goes to what it serves from (:attr:`target`): until the store is chosen and may
+    serve here, a :class:`~flask_a2a.store.errors.StoreErrors` that chooses it (a refusal or
+    an outage reaching the caller as -32603); from then on the chosen store, in a
+    :class:`~flask_a2a.store.calls.MeteredStore` when metrics or traces may record.
 
     :param allow_process_local: serve from a one-process store even in several processes.
     :param metrics: times each store call (with a span per call when traces record).
@@ -105,10 +101,11 @@ class LazyStore:
         self._callbacks: list[t.Callable[[Store], None]] = []
         #: Why several processes serve this app (None: one, as far as we know).
         self._several: str | None = None
-        self._refusal_logged = False
         #: The database did not answer when the store was opened: (when, why). The store is
         #: opened again at a use :data:`UNAVAILABLE_RETRY` later (tables made then).
         self._failed: tuple[float, BaseException] | None = None
+        #: What each call goes to (see the class's docstring).
+        self.target: Operations = StoreErrors(self._serve)
         #: Engines this store built (from ``A2A_DATABASE_URL``): its own to release.
         self.owned_engines: list[t.Any] = []
         processes.on_fork(self)
@@ -128,6 +125,15 @@ class LazyStore:
         store = self.pick()
         self._check(store)
         return store
+
+    def _serve(self) -> Operations:
+        """Choose the store (if it may serve here) and serve every later call from it."""
+        store = self.chosen()
+        if metered(self._metrics):
+            self.target = MeteredStore(store, self._metrics)
+        else:  # its optional operations are called only where ``offers`` says it has them
+            self.target = t.cast("Operations", store)
+        return self.target
 
     def pick(self) -> Store:
         """Choose the store now (once; logged), without asking whether it can serve.
@@ -189,26 +195,84 @@ class LazyStore:
         """Other processes write the store; False until it is chosen (see ``when_chosen``)."""
         return self._store is not None and bool(getattr(self._store, "shared", False))
 
-    def __getattr__(self, name: str) -> t.Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            store = self.chosen()
-        except StoreRefused as exc:
-            if not self._refusal_logged:
-                self._refusal_logged = True
-                log.error("%s", exc)
-            raise InternalError(
-                "Internal error: this server's task store cannot serve several worker "
-                "processes; its operator must configure a shared SQL store (see the server log)"
-            ) from None
-        except StoreUnavailable as exc:
-            raise unavailable_error() from exc.cause
-        value = getattr(store, name)
-        if getattr(value, "__self__", None) is store:  # a method of the store itself: from now
-            value = observed(name, value, self._metrics)  # on a plain attribute (timed and
-            self.__dict__[name] = value  # traced when they may record; a wrapper's dynamic)
-        return value
+    # -- what the store says of itself (chosen now)
+
+    @property
+    def filters_scope(self) -> bool:
+        return self.target.filters_scope
+
+    @property
+    def filters_tenant(self) -> bool:
+        return self.target.filters_tenant
+
+    @property
+    def in_memory(self) -> bool:
+        return bool(getattr(self.target, "in_memory", False))
+
+    @property
+    def deferred_trims(self) -> bool:
+        return bool(getattr(self.target, "deferred_trims", False))
+
+    def offers(self, name: str) -> bool:
+        return offers(self.target, name)
+
+    # -- the Store protocol
+
+    def create_task(self, record: TaskRecord) -> TaskRecord:
+        return self.target.create_task(record)
+
+    def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
+        return self.target.get_task(task_id, owner)
+
+    def update_task(self, record: TaskRecord, expected_version: int) -> TaskRecord:
+        return self.target.update_task(record, expected_version)
+
+    def list_tasks(self, query: ListQuery) -> TaskPage:
+        return self.target.list_tasks(query)
+
+    def delete_tasks(self, task_ids: t.Iterable[str]) -> int:
+        return self.target.delete_tasks(task_ids)
+
+    def put_push_config(self, owner: str, config: PushConfig, keep: int) -> PushConfig:
+        return self.target.put_push_config(owner, config, keep)
+
+    def get_push_config(self, task_id: str, config_id: str) -> PushConfig | None:
+        return self.target.get_push_config(task_id, config_id)
+
+    def list_push_configs(self, task_id: str) -> list[PushConfig]:
+        return self.target.list_push_configs(task_id)
+
+    def delete_push_config(self, task_id: str, config_id: str) -> bool:
+        return self.target.delete_push_config(task_id, config_id)
+
+    def export_owner(self, owner: str) -> dict[str, list[dict[str, t.Any]]]:
+        return self.target.export_owner(owner)
+
+    def erase_owner(self, owner: str) -> int:
+        return self.target.erase_owner(owner)
+
+    # -- the optional operations (ask ``offers`` first)
+
+    def trim_terminal_tasks(self, tier: Tier, keep: int) -> list[str]:
+        return self.target.trim_terminal_tasks(tier, keep)
+
+    def task_versions(self, task_ids: list[str]) -> dict[str, tuple[int, TaskState]]:
+        return self.target.task_versions(task_ids)
+
+    def owners(self) -> list[str]:
+        return self.target.owners()
+
+    def lease_run(self, task_id: str, until: int, deadline: int | None) -> None:
+        self.target.lease_run(task_id, until, deadline)
+
+    def renew_runs(self, task_ids: list[str], until: int) -> None:
+        self.target.renew_runs(task_ids, until)
+
+    def release_runs(self, task_ids: list[str]) -> None:
+        self.target.release_runs(task_ids)
+
+    def lapsed_runs(self, now: int, limit: int) -> list[LapsedRun]:
+        return self.target.lapsed_runs(now, limit)
 
     # -- processes
 
@@ -219,10 +283,8 @@ class LazyStore:
 
     def forked(self, parent_pid: int, server: t.Any | None) -> None:
         """In a child forked after ``init_app``: check the store again at its next use."""
-        for name in [name for name in self.__dict__ if not name.startswith("_")]:
-            del self.__dict__[name]
         self._lock = threading.Lock()  # another thread may have held it at the fork
-        self._refusal_logged = False
+        self.target = StoreErrors(self._serve)  # checked again (and a refusal logged again)
         if server is not None:
             self._several = _gunicorn_reason(server)
         else:
@@ -263,7 +325,7 @@ def _gunicorn_reason(server: t.Any) -> str | None:
 
 def store_for(
     app: Flask, settings: Settings, given: Store | None, metrics: Recorder = NOOP
-) -> LazyStore:
+) -> ChosenStore:
     """The store of ``app``'s exchange: ``given``, else ``A2A_DATABASE_URL``'s (both chosen
     now), else Flask-SQLAlchemy's engine or the memory store (chosen at first use)."""
     eager = given is not None or bool(settings.database_url)
@@ -291,20 +353,20 @@ def store_for(
                 raise RuntimeError("the app of this exchange is gone")
             return _app_store(found, settings)
 
-    lazy = LazyStore(
+    handle = ChosenStore(
         choose,
         allow_process_local=settings.allow_memory_store_in_workers,
         metrics=metrics,
         given=given is not None,
     )
-    lazy.owned_engines = engines  # empty unless built from A2A_DATABASE_URL
+    handle.owned_engines = engines  # empty unless built from A2A_DATABASE_URL
     server = processes.gunicorn_server()
-    lazy.serving(server)
+    handle.serving(server)
     app_ref = weakref.ref(app)
-    lazy.when_chosen(lambda chosen: _check_drivers(app_ref(), chosen))
+    handle.when_chosen(lambda chosen: _check_drivers(app_ref(), chosen))
     if eager:
         try:
-            lazy.pick()  # a bad URL or a missing driver fails init_app
+            handle.pick()  # a bad URL or a missing driver fails init_app
         except StoreUnavailable:
             pass  # a database down at boot is no misconfiguration: serve (health 503, requests
             # -32603) and open the store once it answers (logged by pick)
@@ -316,13 +378,13 @@ def store_for(
             if processes.served_app(worker) is app_ref():
                 # In the worker, gevent-patched, after post_fork (psycogreen) has run.
                 try:
-                    chosen = lazy.chosen()
+                    chosen = handle.chosen()
                 except StoreUnavailable:
                     return  # a down database boots (see below); a misconfiguration fails
                 _check_drivers(app_ref(), chosen)
 
         processes.before_gunicorn_serves(server, boot_check)
-    return lazy
+    return handle
 
 
 def _check_drivers(app: Flask | None, store: Store) -> None:
@@ -352,9 +414,9 @@ def _check_drivers(app: Flask | None, store: Store) -> None:
 
 
 def chosen_store(store: Store) -> Store:
-    """The store behind a :class:`LazyStore` (chosen now if it was not yet; while its database
+    """The store behind a :class:`ChosenStore` (chosen now if it was not yet; while its database
     does not answer, :class:`StoreUnavailable`)."""
-    return store.chosen() if isinstance(store, LazyStore) else store
+    return store.chosen() if isinstance(store, ChosenStore) else store
 
 
 def _url_store(settings: Settings, engines: list[t.Any]) -> Store:

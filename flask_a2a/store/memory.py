@@ -97,15 +97,16 @@ class MemoryStore:
                 raise ValueError(f"task {record.task.id!r} exists")
             self._tasks[record.task.id] = record
             self._by_owner.setdefault(record.owner, set()).add(record.task.id)
-            if record.state.terminal:
+            if record.task.status.state.terminal:
                 self._index_settled(record)
         return record
 
     def _index_settled(self, record: TaskRecord) -> None:
-        ids = self._settled.setdefault(record.tier, set())
+        tier = record.tier
+        ids = self._settled.setdefault(tier, set())
         if record.task.id not in ids:
             ids.add(record.task.id)
-            heapq.heappush(self._settled_order.setdefault(record.tier, []), _sort_key(record))
+            heapq.heappush(self._settled_order.setdefault(tier, []), _sort_key(record))
 
     def _unindex(self, record: TaskRecord) -> None:
         self._by_owner.get(record.owner, set()).discard(record.task.id)
@@ -171,7 +172,7 @@ class MemoryStore:
                 self._unindex(record)
                 self._configs.pop(task_id, None)
                 doomed.append(task_id)
-            if doomed:
+            if doomed and self._configs:  # no configs: no orphan to look for
                 orphans = [
                     task_id
                     for task_id, configs in self._configs.items()

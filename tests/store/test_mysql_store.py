@@ -64,7 +64,7 @@ def test_an_emoji_and_a_1_mib_message_round_trip_byte_for_byte(
         got = client.rpc("GetTask", {"id": task["id"]}).result
         assert got["artifacts"][0]["parts"][0]["text"].encode() == text.encode()
         assert got["history"][0]["parts"][0]["text"] == text
-    store = app.extensions["a2a"].exchange.store
+    store = app.extensions["a2a"].store()
     with store.engine.connect() as conn:
         kinds = dict(
             conn.execute(

@@ -405,7 +405,7 @@ def test_export_and_erase_user_data(new_store: t.Callable[..., t.Any]) -> None:
     assert client.rpc("ListTasks", {}).result["totalSize"] == 0
     assert client.rpc("GetTask", {"id": bob["id"]}, token="bob").result["id"] == bob["id"]
     assert [r["task"]["id"] for r in a2a.export_user_data("bob")["tasks"]] == [bob["id"]]
-    store = a2a.exchange(app).store
+    store = a2a.store(app)
     if store.counts is not None:  # PostgreSQL's per-tier counts: alice's rows are gone too
         with store.engine.connect() as conn:
             owners = conn.execute(sa.select(store.counts.c.owner)).scalars().all()
