@@ -17,7 +17,7 @@ import time
 import typing as t
 from datetime import datetime
 
-from ..config import Settings
+from ..config import ConfigError, Settings
 from ..ops.metrics import recorder
 from ..protocol import jsonrpc, schemas, wire
 from ..protocol.errors import (
@@ -115,6 +115,12 @@ class Exchange:
         if not self.skills:
             raise ValueError("an A2A exchange needs at least one skill")
         self.store = store
+        if not callable(getattr(runner, "can_run_here", None)):  # checked once, here
+            raise ConfigError(
+                f"runner= {type(runner).__name__} has no can_run_here(): a Runner says whether "
+                "a blocking send may run its run in the request's greenlet (return False "
+                "unless it offers here(); flask_a2a.exchange.runner.Runner)"
+            )
         self.runner = runner
         #: The in-process bus, or one shared by replicas (``redis_bus.RedisBus``).
         self.bus = bus if bus is not None else Bus()

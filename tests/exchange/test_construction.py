@@ -12,7 +12,7 @@ import pytest
 from flask import Flask
 
 from flask_a2a import Principal, Skill, TaskContext
-from flask_a2a.config import DEFAULTS, Settings
+from flask_a2a.config import DEFAULTS, ConfigError, Settings
 from flask_a2a.exchange.calls import Call, HTTPRequest
 from flask_a2a.exchange.hooks import HostHooks
 from flask_a2a.exchange.methods import Exchange
@@ -149,3 +149,15 @@ def test_one_rule_says_who_sees_a_task(caller: Principal) -> None:
             visible_record(store, "no-such-task", principal)
     finally:
         exchange.shutdown(timeout=5)
+
+
+class Unsaid(StartOnly):
+    """A runner written before ``can_run_here``: it never says."""
+
+    can_run_here = None  # type: ignore[assignment]
+
+
+def test_a_runner_that_does_not_say_fails_init_app(make_app: t.Callable[..., Flask]) -> None:
+    """Not -32603 on every blocking send later: the one error, at startup, naming the fix."""
+    with pytest.raises(ConfigError, match="can_run_here"):
+        make_app(runner=Unsaid())
