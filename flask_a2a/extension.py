@@ -32,6 +32,7 @@ from .entities.dispatch import AppDispatcher
 from .entities.entity import Entity, EntityGate
 from .entities.registry import EntityRegistry
 from .exchange.bus import Bus
+from .exchange.hooks import HostHooks
 from .exchange.methods import Exchange
 from .exchange.reentry import ReentryHook
 from .exchange.router import Skill
@@ -48,13 +49,15 @@ from .store.choice import ChosenStore, chosen_store, store_for
 from .versions import check_versions
 from .views import agent_blueprint, rest_unrouted
 from .wiring import (
+    LastOut,
     default_bus,
+    extended_card,
+    fleet_caps,
+    last_out,
     mounted,
     push_sender,
     register_exit,
     share_bus,
-    share_store,
-    watch_replicas,
 )
 
 if t.TYPE_CHECKING:
@@ -109,6 +112,9 @@ class A2AState:
         self.scoping: Scoping | None = None
         #: The store as ``store_for`` made it (agents of one app share it).
         self.store_handle: ChosenStore | None = None
+        #: Close the bus and the store with the last of the app's agents sharing them.
+        self.close_bus: LastOut | None = None
+        self.close_store: LastOut | None = None
         #: The method tables of the versions served beside 1.0 (A2A_PROTOCOL_VERSIONS).
         self.legacy: dict[str, t.Mapping[str, t.Any]] | None = (
             {"0.3": v03_binding.methods(exchange.methods)}
@@ -336,34 +342,42 @@ class A2A:
                 skills.extend(entities.skills())
         bus = self._bus
         if bus is None:
-            bus = first.exchange.bus if first is not None else default_bus(settings)
+            bus = first.exchange.bus if first is not None else default_bus(settings) or Bus()
+        # What agents of the app share closes with the last of them to shut down.
+        have = list(registry.states.values())
+        close_bus = last_out([(s.exchange.bus, s.close_bus) for s in have], bus, bus.close)
+        close_store = last_out([(s.store_handle, s.close_store) for s in have], store, store.close)
+        slots, seats = fleet_caps(settings, bus, runner)
+        scoping = Scoping(self._name, registry)
         exchange = Exchange(
             settings,
             skills,
             store,
             runner,
-            extended_card=self._extended_card,
+            # Handlers and job workers use the app as a view does: current_app, db.session;
+            # the host's code (handlers, the extended card hook) sees the caller's own tenant.
+            hooks=HostHooks(
+                run_context=app.app_context,
+                updater_context=lambda: _app_context(app),
+                reenter=dispatcher,
+                handler_principal=scoping.host,
+                extended_card=extended_card(self._extended_card, scoping.host, lambda: state.cards),
+            ),
             push=push,
             extensions=declared_extensions(card.extensions),
             bus=bus,
             default_modes=(card.default_input_modes, card.default_output_modes),
+            slots=slots,
+            seats=seats,
+            close_bus=close_bus,
+            close_store=close_store,
         )
-        # Handlers and job workers use the app as a view does: current_app, db.session.
-        exchange.runs.run_context = app.app_context
-        exchange.runs.reenter = dispatcher
-        exchange.updater_context = lambda: _app_context(app)
-        store.when_chosen(lambda chosen: watch_replicas(exchange))
-        if settings.fleet_limits:
-            from .fleet.limits import install_fleet_limits
-
-            install_fleet_limits(exchange)
+        close_bus.join(exchange)
+        close_store.join(exchange)
+        store.when_chosen(lambda chosen: exchange.store_chosen())
         state = A2AState(exchange, self._principal, card, self._signing_keys)
-        scoping = state.scoping = Scoping(self._name, registry)
-        # The host's code (handlers, the extended card hook) sees the caller's own tenant.
-        exchange.runs.handler_principal = scoping.host
-        hook = self._extended_card
-        if hook is not None:
-            exchange.extended_card = state.cards.extended_hook(lambda p: hook(scoping.host(p)))
+        state.scoping = scoping
+        state.close_bus, state.close_store = close_bus, close_store
         state.entities = entities
         state.push_secrets = secrets
         state.store_handle = store
@@ -373,9 +387,6 @@ class A2A:
         self._states[app] = state
         registry.states[self._name] = state
         share_bus([s.exchange for s in registry.states.values() if s.exchange.bus is bus])
-        share_store(
-            [s.exchange for s in registry.states.values() if s.store_handle is store], store
-        )
         blueprint = agent_blueprint(settings, state.cards, self._prefix, well_known, app)
         registry.by_blueprint[blueprint.name] = state
         registry.role_endpoints.update(f"{blueprint.name}.{view}" for view in _ROLE_VIEWS)

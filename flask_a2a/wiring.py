@@ -1,6 +1,6 @@
 """What the extension builds from an agent's settings, beside the Flask side of it: the mounted
-settings, push delivery (signed, through a queue), the shared bus of several agents, the watch
-on other replicas, and the exit hooks that shut every exchange of the process down.
+settings, push delivery (signed, through a queue), the shared bus and store of several agents,
+and the exit hooks that shut every exchange of the process down.
 
 ``extension`` (``A2A.init_app``) calls these in order; none of them needs a request or an app
 context, so a host that assembles an exchange by hand can too.
@@ -16,18 +16,18 @@ import weakref
 from .config import Settings
 from .exchange.bus import Bus, BusHooks
 from .exchange.methods import Exchange
-from .exchange.replicas import ReplicaWatch, is_shared
-from .exchange.run_leases import supports_leases
-from .exchange.runner import Runner
+from .exchange.runner import Runner, RunSlots
+from .exchange.streams import Seats
 from .ops.metrics import recorder
+from .protocol.model import Principal
 from .push.secrets import PushSecrets
 from .push.webhooks import PushSender
 from .store.base import Store
-from .store.choice import ChosenStore
 
 if t.TYPE_CHECKING:
     import requests
 
+    from .card.document import CardPublisher
     from .card.signing import SigningKey
     from .push.queue import PushQueue
     from .push.tokens import NotificationSigner
@@ -49,8 +49,7 @@ def mounted(settings: Settings, prefix: str, agent: str) -> Settings:
 
 
 def share_bus(exchanges: list[Exchange]) -> None:
-    """Agents sharing a bus: a shared (Redis) bus asks each of them, and the last one to shut
-    down closes it."""
+    """Agents sharing a bus: a shared (Redis) bus asks each of them."""
     if len(exchanges) < 2:
         return
     bus = exchanges[0].bus
@@ -67,34 +66,59 @@ def share_bus(exchanges: list[Exchange]) -> None:
         snapshot=hooks[0].snapshot,
     ))  # fmt: skip
 
-    close_bus = _with_the_last(exchanges, bus.close)
-    for exchange in exchanges:
-        exchange.close_bus = close_bus
+
+class LastOut:
+    """Closes what agents share (their bus, their store) once every one of them is shutting
+    down: each exchange is built with it as its ``close_bus`` or ``close_store`` and joins it."""
+
+    def __init__(self, close: t.Callable[[], None]) -> None:
+        self._close = close
+        self._exchanges: list[Exchange] = []
+
+    def join(self, exchange: Exchange) -> None:
+        self._exchanges.append(exchange)
+
+    def __call__(self) -> None:
+        if all(e.closing for e in self._exchanges):
+            self._close()
 
 
-def share_store(exchanges: list[Exchange], store: ChosenStore) -> None:
-    """Agents sharing a store: the last of them to shut down (its runs ended) releases it."""
-    close_store = _with_the_last(exchanges, store.close)
-    for exchange in exchanges:
-        exchange.close_store = close_store
+def last_out(
+    shared: t.Iterable[tuple[object, LastOut | None]], thing: object, close: t.Callable[[], None]
+) -> LastOut:
+    """The closer of ``thing`` the app's agents already share (``(thing, closer)`` each), or
+    a new one."""
+    found = next((closer for used, closer in shared if used is thing and closer), None)
+    return found or LastOut(close)
 
 
-def _with_the_last(exchanges: list[Exchange], close: t.Callable[[], None]) -> t.Callable[[], None]:
-    """``close``, run only once every one of ``exchanges`` is shutting down."""
+def fleet_caps(
+    settings: Settings, bus: Bus, runner: Runner
+) -> tuple[RunSlots | None, Seats | None]:
+    """``A2A_FLEET_LIMITS``: the run slots and stream seats counted across the fleet; else
+    (None, None), the exchange's own."""
+    if not settings.fleet_limits:
+        return None, None
+    from .fleet.limits import fleet_limits
 
-    def close_when_last() -> None:
-        if all(e.closing for e in exchanges):
-            close()
-
-    return close_when_last
+    return fleet_limits(settings, bus, runner.spawn, recorder(settings.metrics, settings.agent))
 
 
-def watch_replicas(exchange: Exchange) -> None:
-    """A store chosen after the exchange was built: watch other replicas' writes if shared."""
-    if exchange.replicas is None and is_shared(exchange.store):
-        exchange.replicas = exchange.runs.replicas = ReplicaWatch(exchange)
-    if exchange.leases is None and supports_leases(exchange.store, exchange.settings):
-        exchange.lease_runs()
+def extended_card(
+    hook: t.Callable[[Principal], t.Any] | None,
+    host: t.Callable[[Principal], Principal],
+    cards: t.Callable[[], CardPublisher],
+) -> t.Callable[[Principal], t.Any] | None:
+    """The host's ``extended_card`` as the exchange serves it (None without one): the hook
+    sees the caller's own tenant (``host``), and an AgentCard it returns is rendered by the
+    agent's card publisher (``cards``: built with the exchange, after it)."""
+    if hook is None:
+        return None
+
+    def extended(principal: Principal) -> t.Any:
+        return cards().extended(hook(host(principal)))
+
+    return extended
 
 
 def default_bus(settings: Settings) -> Bus | None:

@@ -284,3 +284,125 @@ def test_no_module_is_long_unless_it_says_why(name: str) -> None:
             f"{name} is {lines} lines: split it along a concern, or say in LONG_MODULES why "
             "it must stay whole"
         )
+
+
+# -- nothing patches another module's object ---------------------------------------------------
+
+#: Assignments to an attribute of an object the module did not make, each with why it stays:
+#: ``(module, the object assigned to)``. An exchange (and its runs) is built once from its
+#: constructor's arguments: nothing here may name it.
+FOREIGN_ASSIGNMENTS: dict[tuple[str, str], str] = {
+    **{
+        (f"flask_a2a.exchange.{module}", target): (
+            "a run's state record (run_state.Run): the run path's modules change it under "
+            "run.lock, which is what it is for"
+        )
+        for module, target in (
+            ("run_life", "run"),
+            ("tasks", "run"),
+            ("tasks", "self._run"),
+            ("replicas", "run"),
+        )
+    },
+    ("flask_a2a.exchange.run_leases", "store"): (
+        "the chosen store's lease terms, set once when leases start (store/leases.py reads them)"
+    ),
+    ("flask_a2a.exchange.streams", "child"): "a greenlet's parent: gevent's own way to re-home it",
+    ("flask_a2a.auth", "g"): "Flask's request globals, the key Flask-HTTPAuth itself sets",
+    ("flask_a2a.csrf", "state"): "the app's A2AState flag, set once the CSRF exemption is done",
+    ("flask_a2a.extension", "registry"): "the app's agent registry: its one role guard is set",
+    ("flask_a2a.entities.crud", "response"): "a Flask response's status, as a view sets it",
+    ("flask_a2a.bindings.grpc_messages", "target"): "a protobuf message filled in place",
+    ("flask_a2a.push.ssrf", "session"): "the requests Session being cloned, before first use",
+    ("flask_a2a.push.ssrf", "exc"): "urllib3's exception carries its connection, as urllib3 does",
+    ("flask_a2a.push.ssrf", "self.poolmanager"): "requests' pool manager, told our pool classes",
+    ("flask_a2a.push.jwks", "self.poolmanager"): "requests' pool manager, told our pool classes",
+    ("flask_a2a.push.jwks", "manager"): "requests' pool manager, told our pool classes",
+    ("flask_a2a.store.calls", "call"): "a wrapper function's __name__ and __wrapped__ (functools)",
+    ("flask_a2a.store.processes", "setting"): "a gunicorn server hook chained in, as its docs say",
+    ("flask_a2a.store.sql_waits", "dbapi_connection"): "PyMySQL's socket timeouts, per checkout",
+    ("flask_a2a.store.sql_waits", "connection"): "a PyMySQL connection just opened: its waits",
+}
+
+
+def _made_here(scope: ast.AST) -> set[str]:
+    """What ``scope`` (a function, or the module's own statements) binds to a new object: a
+    class called (``run = Run(...)``, ``self._timer = threading.Timer(...)``)."""
+    made: set[str] = set()
+    nodes = ast.walk(scope) if not isinstance(scope, ast.Module) else iter(scope.body)
+    for node in nodes:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+            called = ast.unparse(node.value.func).rpartition(".")[2]
+            if called[:1].isupper():
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                made.update(ast.unparse(target) for target in targets)
+    return made
+
+
+def _own_attributes(tree: ast.Module) -> set[str]:
+    """The attributes the module's own classes declare (class body, ``self.x = ...``)."""
+    names: set[str] = set()
+    for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
+        for node in cls.body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+            elif isinstance(node, ast.Assign):
+                names.update(tg.id for tg in node.targets if isinstance(tg, ast.Name))
+                if any(isinstance(tg, ast.Name) and tg.id == "__slots__" for tg in node.targets):
+                    if isinstance(node.value, (ast.Tuple, ast.List)):
+                        names.update(
+                            str(e.value) for e in node.value.elts if isinstance(e, ast.Constant)
+                        )
+        for each in ast.walk(cls):
+            if isinstance(each, (ast.Assign, ast.AnnAssign)):
+                for tg in each.targets if isinstance(each, ast.Assign) else [each.target]:
+                    if isinstance(tg, ast.Attribute) and ast.unparse(tg.value) == "self":
+                        names.add(tg.attr)
+    return names
+
+
+def foreign_assignments(name: str) -> list[tuple[int, str]]:
+    """``(line, object)`` of each assignment in module ``name`` to an attribute of an object it
+    neither is (``self``, ``cls``) nor made in the same function, of a class not its own."""
+    tree = ast.parse(MODULES[name].read_text())
+    own = _own_attributes(tree)
+    found: list[tuple[int, str]] = []
+
+    def visit(scope: ast.AST, made: set[str]) -> None:
+        for node in ast.iter_child_nodes(scope):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(node, made | _made_here(node))
+                continue
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for each in target.elts if isinstance(target, ast.Tuple) else [target]:
+                        if not isinstance(each, ast.Attribute):
+                            continue
+                        owner = ast.unparse(each.value)
+                        if owner in ("self", "cls") or owner in made or each.attr in own:
+                            continue
+                        found.append((node.lineno, owner))
+            visit(node, made)
+
+    visit(tree, _made_here(tree))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_assigns_to_another_modules_object(name: str) -> None:
+    """The exchange is built once from its constructor's arguments (docs/architecture.md, "How
+    the exchange and a run are built"): no module finishes it, or any object it did not make,
+    by setting its attributes afterwards, but for the allow-listed cases."""
+    foreign = [
+        f"line {line}: {owner}.<attr> = ..."
+        for line, owner in foreign_assignments(name)
+        if (name, owner) not in FOREIGN_ASSIGNMENTS
+    ]
+    assert not foreign, f"{name} assigns to objects it did not make: {foreign}"
+
+
+def test_every_allowed_foreign_assignment_is_still_there() -> None:
+    """The allow-list holds only what is still needed."""
+    seen = {(name, owner) for name in MODULES for _, owner in foreign_assignments(name)}
+    assert set(FOREIGN_ASSIGNMENTS) <= seen, set(FOREIGN_ASSIGNMENTS) - seen

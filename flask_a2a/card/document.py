@@ -26,7 +26,6 @@ from ..protocol.extensions import AgentExtension, declared_extensions
 if t.TYPE_CHECKING:
     from ..config import Settings
     from ..exchange.methods import Exchange
-    from ..protocol.model import Principal
     from .signing import SigningKey
 
 AGENT_CARD_PATH: t.Final = "/.well-known/agent-card.json"
@@ -283,19 +282,13 @@ class CardPublisher:
                 self._signed.popitem(last=False)
         return signed
 
-    def extended_hook(self, hook: t.Callable[[Principal], t.Any]) -> t.Callable[[Principal], t.Any]:
-        """Wrap the host's ``extended_card(principal)``: an AgentCard becomes a full card.
-
-        The extended card lists unlisted skills too: its callers are authenticated.
-        """
-
-        def extended(principal: Principal) -> t.Any:
-            found = hook(principal)
-            if isinstance(found, AgentCard):
-                return self.render(found, include_unlisted=True)
-            return found
-
-        return extended
+    def extended(self, found: t.Any) -> t.Any:
+        """What the host's ``extended_card(principal)`` returned, as GetExtendedAgentCard
+        answers it: an AgentCard becomes a full card, listing unlisted skills too (its callers
+        are authenticated)."""
+        if isinstance(found, AgentCard):
+            return self.render(found, include_unlisted=True)
+        return found
 
     def jwks(self) -> dict[str, t.Any]:
         from .signing import jwks

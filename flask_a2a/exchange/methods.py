@@ -10,8 +10,6 @@ is made of, ``stream_replies.py``'s.
 from __future__ import annotations
 
 import base64
-import contextlib
-import dataclasses
 import functools
 import json
 import logging
@@ -19,7 +17,7 @@ import time
 import typing as t
 from datetime import datetime
 
-from ..config import Settings
+from ..config import ConfigError, Settings
 from ..ops.metrics import recorder
 from ..protocol import jsonrpc, schemas, wire
 from ..protocol.errors import (
@@ -34,22 +32,24 @@ from ..protocol.extensions import Activation, AgentExtension
 from ..protocol.limits import MAX_TASK_ID, unstorable
 from ..protocol.model import Message, Principal, TaskState
 from ..protocol.params import read_send_params
-from ..store.base import ListQuery, Store, TaskRecord
-from ..store.memory import matches, page_of
+from ..store.base import Store, TaskRecord
 from .bus import Bus, BusEvent, BusHooks
 from .calls import Call, Method, Reply
+from .hooks import NO_HOOKS, HostHooks
 from .media import MediaCheck
 from .reentry import Caller
 from .replicas import ReplicaWatch, is_shared
 from .retention import Retention
 from .router import Skill
 from .run_leases import RunLeases, supports_leases
+from .run_life import RunLife
 from .run_state import Run
-from .runner import Runner
-from .runs import Runs, visible_record
+from .runner import Runner, RunSlots
+from .runs import Runs
 from .stream_replies import close_stream, stored_event, stream_reply
 from .streams import Seats, off_stack
 from .tasks import TaskUpdater
+from .visibility import tier_query, visible_page, visible_record
 from .writer import TaskWriter
 
 log = logging.getLogger("flask_a2a")
@@ -84,14 +84,26 @@ class Exchange:
         store: Store,
         runner: Runner,
         *,
-        extended_card: t.Callable[[Principal], t.Any] | None = None,
+        hooks: HostHooks = NO_HOOKS,
         push: t.Any = None,
         extensions: t.Iterable[AgentExtension] = (),
         bus: Bus | None = None,
         default_modes: tuple[t.Sequence[str], t.Sequence[str]] | None = None,
+        slots: RunSlots | None = None,
+        seats: Seats | None = None,
+        close_bus: t.Callable[[], None] | None = None,
+        close_store: t.Callable[[], None] | None = None,
     ) -> None:
-        """``default_modes``: the card's (input, output) media types, what a skill declaring
-        none accepts (``A2A_CHECK_MEDIA_TYPES``); the AgentCard defaults when not given."""
+        """Built once, from what it needs; nothing outside this module sets its fields.
+
+        ``hooks``: where the host's code runs (``hooks.HostHooks``); ``default_modes``: the
+        card's (input, output) media types, what a skill declaring none accepts
+        (``A2A_CHECK_MEDIA_TYPES``; the AgentCard defaults when not given); ``slots`` and
+        ``seats``: the per-owner run slots and stream seats (``fleet.limits`` counts them
+        across replicas; this replica's own when not given); ``close_bus`` and
+        ``close_store``: called by :meth:`shutdown` once every run has ended (agents sharing
+        a bus or a store close it with the last of them: ``wiring.LastOut``); the bus's own
+        ``close`` and nothing when not given."""
         self.settings = settings
         #: The card's extensions: which ones a request activates, and which it must.
         self.extensions = Activation(extensions)
@@ -103,49 +115,61 @@ class Exchange:
         if not self.skills:
             raise ValueError("an A2A exchange needs at least one skill")
         self.store = store
+        if not callable(getattr(runner, "can_run_here", None)):  # checked once, here
+            raise ConfigError(
+                f"runner= {type(runner).__name__} has no can_run_here(): a Runner says whether "
+                "a blocking send may run its run in the request's greenlet (return False "
+                "unless it offers here(); flask_a2a.exchange.runner.Runner)"
+            )
         self.runner = runner
         #: The in-process bus, or one shared by replicas (``redis_bus.RedisBus``).
         self.bus = bus if bus is not None else Bus()
         #: Prometheus metrics (a no-op without the prometheus extra or with A2A_METRICS off).
         self.metrics = recorder(settings.metrics, settings.agent)
-        self.seats = Seats(
+        self.seats = seats or Seats(
             settings.max_stream_seats_per_owner, settings.stream_seat_overflow, self.metrics
         )
-        self.extended_card = extended_card
+        self.extended_card = hooks.extended_card
+        self.updater_context = hooks.updater_context
         #: Push delivery (``push.PushSender``) or None when push notifications are off.
         self.push = push
         self.writer = TaskWriter(
             store,
             self.bus,
             max_history=settings.max_history,
+            on_final=self._after_final,
             on_event=push.deliver if push is not None else None,
+            after_store=self._store_answered,
         )
         # Retention deletes settled tasks only: no other replica runs or streams them.
         self.retention = Retention(
             settings, store, self.writer, functools.partial(self.forget, local=True)
         )
-        self.writer.on_final = self.retention.after_final
         self.closing = False
-        self.runs = Runs(
+        life = RunLife(
             settings,
             store,
             runner,
             self.bus,
             self.writer,
-            skills=self.skills,
-            push=push,
-            retention=self.retention,
+            slots=slots,
+            run_context=hooks.run_context,
         )
-        self.slots = self.runs.slots
-        if default_modes is not None:
-            self.runs.media = MediaCheck(settings.check_media_types, *default_modes)
+        self.runs = Runs(
+            life,
+            self.writer,
+            skills=self.skills,
+            retention=self.retention,
+            media=MediaCheck(settings.check_media_types, *(default_modes or ())),
+            push=push,
+            handler_principal=hooks.handler_principal,
+            reenter=hooks.reenter,
+        )
+        self.slots = life.slots
         #: Polls a store shared with other replicas for what they wrote to our runs.
-        self.replicas = ReplicaWatch(self) if is_shared(store) else None
-        self.runs.replicas = self.replicas
+        self.replicas: ReplicaWatch | None = None
         #: Run leases in a shared store: a run whose process died is settled by the others.
         self.leases: RunLeases | None = None
-        #: Entered around each read and write of a TaskUpdater (set by the Flask wiring).
-        self.updater_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext
         #: What a bus shared by replicas asks this exchange (agents sharing a bus: each's).
         self.bus_hooks = BusHooks(
             spawn=runner.spawn,
@@ -154,11 +178,10 @@ class Exchange:
             snapshot=self._stored_event,
         )
         self.bus.bind(self.bus_hooks)
-        #: Called last by :meth:`shutdown` (agents sharing a bus close it with the last one).
-        self.close_bus: t.Callable[[], None] = self.bus.close
-        #: Called by :meth:`shutdown` once every run has ended: releases what the store holds
-        #: open (the extension sets it; agents sharing a store release it with the last one).
-        self.close_store: t.Callable[[], None] = lambda: None
+        self.close_bus = close_bus or self.bus.close
+        #: Releases what the store holds open (the extension's: agents sharing a store release
+        #: it with the last one).
+        self.close_store: t.Callable[[], None] = close_store or (lambda: None)
         self.methods: dict[str, Method] = {
             "SendMessage": self.send_message,
             "SendStreamingMessage": self.send_streaming_message,
@@ -172,13 +195,29 @@ class Exchange:
             "DeleteTaskPushNotificationConfig": self.delete_push_config,
             "GetExtendedAgentCard": self.get_extended_card,
         }
-        if supports_leases(store, settings):
+        self.store_chosen()
+
+    def store_chosen(self) -> None:
+        """Watch other replicas' writes and lease runs when the store is shared and can: at
+        construction, and again once a store chosen at first use is known (``store.choice``)."""
+        if self.replicas is None and is_shared(self.store):
+            self.replicas = ReplicaWatch(self)
+            self.runs.life.watched_by(self.replicas)
+        if self.leases is None and supports_leases(self.store, self.settings):
             self.lease_runs()
+
+    def _after_final(self, record: TaskRecord) -> None:
+        """A task settled: retention holds its tier to the bounds (``retention.py``)."""
+        self.retention.after_final(record)
+
+    def _store_answered(self) -> None:
+        """A write was stored: settles owed while the store did not answer go now."""
+        self.runs.owed.kick()
 
     # ------------------------------------------------------------------ reading tasks
 
     def visible_record(self, task_id: str, principal: Principal) -> TaskRecord:
-        """The caller's task, or -32001 for unknown and foreign alike."""
+        """The caller's task, or -32001 for unknown and foreign alike (``visibility.py``)."""
         return visible_record(self.store, task_id, principal)
 
     def get_task(self, call: Call) -> t.Any:
@@ -193,11 +232,8 @@ class Exchange:
         params = schemas.read(schemas.ListTasksRequestSchema, call.params)
         principal = call.principal
         status = params.get("status")
-        query = ListQuery(
-            owner=principal.owner,
-            tenant=principal.tenant,
-            scopes=principal.scope_key,
-            scoped=principal.scopes is not None,
+        query = tier_query(
+            principal,
             context_id=params.get("context_id") or None,
             states=frozenset({status}) if status not in (None, TaskState.UNSPECIFIED) else None,
             status_after=params.get("status_timestamp_after"),
@@ -205,14 +241,8 @@ class Exchange:
             cursor=_untoken(params["page_token"]) if params.get("page_token") else None,
         )
         self.retention.settled(principal.owner)  # trims after answered settles are done
-        if self.store.filters_scope and self.store.filters_tenant:
-            page = self.store.list_tasks(query)
-            # A store that declares filtering wrongly still hands out no other tier's task.
-            records = [r for r in page.records if r.visible_to(principal)]
-            total, next_cursor = page.total, page.next_cursor
-        else:
-            page = self._walk_owner(query)
-            records, total, next_cursor = page.records, page.total, page.next_cursor
+        page = visible_page(self.store, query, principal)
+        records, total, next_cursor = page.records, page.total, page.next_cursor
         history_length = params.get("history_length")
         include_artifacts = params.get("include_artifacts", False)
         return {
@@ -226,28 +256,6 @@ class Exchange:
             "pageSize": len(records),
             "totalSize": total,
         }
-
-    def _walk_owner(self, query: ListQuery) -> t.Any:
-        """For a store that cannot filter by tier: read every task of the owner, count ours."""
-        everything = dataclasses.replace(
-            query,
-            scoped=False,
-            tenanted=False,
-            context_id=None,
-            states=None,
-            status_after=None,
-            cursor=None,
-            limit=1000,
-        )
-        records: list[TaskRecord] = []
-        cursor = None
-        while True:
-            page = self.store.list_tasks(dataclasses.replace(everything, cursor=cursor))
-            records.extend(r for r in page.records if matches(r, query))
-            if page.next_cursor is None:
-                break
-            cursor = page.next_cursor
-        return page_of(records, query)
 
     # ------------------------------------------------------------------ sending
 
@@ -456,7 +464,8 @@ class Exchange:
         """Keep this process's runs leased in the shared store, and settle the runs other
         processes left behind (``run_leases.py``)."""
         if self.leases is None and not self.closing:
-            leases = self.leases = self.runs.leases = RunLeases(self)
+            leases = self.leases = RunLeases(self)
+            self.runs.life.leased_by(leases)
             for name, method in self.methods.items():  # it sweeps from its first call on
                 self.methods[name] = leases.served(method)
 

@@ -36,7 +36,6 @@ from ..store.base import StaleTaskError, Store, TaskRecord
 from ..store.sql_waits import call_bound, read_timeout_for
 from .bus import Bus, BusEvent
 from .owed import INTERNAL_ERROR, OwedSettles
-from .reentry import Dispatcher
 from .router import Skill
 from .run_state import Run
 from .runner import Runner, RunSlots
@@ -47,16 +46,16 @@ log = logging.getLogger("flask_a2a")
 
 
 class ReplicaHooks(t.Protocol):
-    """What a run tells the replica watch (``replicas.ReplicaWatch``, set by the exchange: this
-    module does not name it)."""
+    """What a run tells the replica watch (``replicas.ReplicaWatch``, given by the exchange once
+    its store is known to be shared: this module does not name it)."""
 
     def watch(self) -> None: ...
     def finished(self, run: Run) -> None: ...
 
 
 class LeaseHooks(t.Protocol):
-    """What a run tells the run leases (``run_leases.RunLeases``, set by the exchange: this
-    module does not name it)."""
+    """What a run tells the run leases (``run_leases.RunLeases``, given by the exchange once
+    its store is known to hold leases: this module does not name it)."""
 
     def started(self, run: Run) -> None: ...
     def finished(self, run: Run) -> None: ...
@@ -67,17 +66,32 @@ HANDLER_FAILED: t.Final = "skill handler failed"
 
 
 class RunLife:
-    """Tracks this process's runs, executes and settles them, cuts and shuts them down."""
+    """Tracks this process's runs, executes and settles them, cuts and shuts them down.
+
+    ``slots``: the per-owner run slots (``fleet.limits`` counts them across replicas);
+    ``run_context``: entered around each handler call, on the run's own thread or greenlet (the
+    Flask wiring gives the serving app's ``app_context``, whose teardown ends the run's
+    database session; the core knows no Flask)."""
 
     def __init__(
-        self, settings: Settings, store: Store, runner: Runner, bus: Bus, writer: TaskWriter
+        self,
+        settings: Settings,
+        store: Store,
+        runner: Runner,
+        bus: Bus,
+        writer: TaskWriter,
+        *,
+        slots: RunSlots | None = None,
+        run_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext,
     ) -> None:
         self.settings = settings
         self.store = store
         self.runner = runner
         self.bus = bus
         self.writer = writer
-        self.slots = RunSlots(settings.max_concurrent_runs_per_owner)
+        if slots is None:
+            slots = RunSlots(settings.max_concurrent_runs_per_owner)
+        self.slots = slots
         #: Prometheus metrics (a no-op without the prometheus extra or with A2A_METRICS off).
         self.metrics = recorder(settings.metrics, settings.agent)
         #: One bound for a run's writes while the store does not answer (``WriteBound``): a
@@ -86,24 +100,58 @@ class RunLife:
             settings.database_connect_timeout,
             read_timeout_for(settings.statement_timeout, settings.database_read_timeout),
         )
-        #: Polls a shared store for foreign writes to our runs (set by the exchange).
+        #: Polls a shared store for foreign writes to our runs (:meth:`watched_by`).
         self.replicas: ReplicaHooks | None = None
-        #: Keeps this process's runs leased in a shared store (set by the exchange).
+        #: Keeps this process's runs leased in a shared store (:meth:`leased_by`).
         self.leases: LeaseHooks | None = None
         self._runs: dict[str, Run] = {}
         self._lock = threading.Lock()
-        #: Entered around each handler call, on the run's own thread or greenlet: the Flask
-        #: wiring sets it to the serving app's ``app_context``, whose teardown ends the run's
-        #: database session. The core knows no Flask.
-        self.run_context: t.Callable[[], t.ContextManager[object]] = contextlib.nullcontext
-        #: Runs a request through the app as a run's caller (``TaskContext.call_app``, entity
-        #: skills): the extension sets it; None in an exchange built without one.
-        self.reenter: Dispatcher | None = None
-        #: Tasks whose run could not store its settle: settled once the store answers again.
+        self.run_context = run_context
+        #: Tasks whose run could not store its settle: settled once the store answers again
+        #: (the writer's ``after_store`` kicks it: the exchange wires the two).
         self.owed = OwedSettles(
             writer, runner, settings.replica_poll_interval, lambda task_id: task_id in self._runs
         )
-        writer.after_store = self.owed.kick
+
+    def watched_by(self, replicas: ReplicaHooks) -> None:
+        """The store turned out shared (it is chosen at first use): runs from now on tell the
+        replica watch when they start and end."""
+        self.replicas = replicas
+
+    def leased_by(self, leases: LeaseHooks) -> None:
+        """The store turned out to hold run leases: runs from now on are leased."""
+        self.leases = leases
+
+    def begin(
+        self, run: Run, context: TaskContext, skill: Skill, *, detached: bool, here: bool
+    ) -> None:
+        """Track ``run``, arm its one timer and start its handler (its slots claimed).
+        ``here``: prepared to run in the caller's greenlet (:meth:`run_here`) when the runner
+        can, else started as usual."""
+        with self._lock:
+            self._runs[run.task_id] = run
+        if self.replicas is not None:
+            self.replicas.watch()
+        if self.leases is not None:
+            self.leases.started(run)
+        # One timer per run: a held task's write is due first (then the deadline is armed),
+        # else the deadline. A run that ends first cancels it, as nearly every run does.
+        timeout, delay = self.settings.task_timeout, self.settings.blocking_write_delay
+        if run.record.version == 0 and (timeout <= 0 or delay < timeout):
+            run.timer = self.runner.call_later(delay, lambda: self._on_write_due(run))
+        elif timeout > 0:
+            run.timer = self.runner.call_later(timeout, lambda: self._on_deadline(run))
+        parent = telemetry.capture()  # the request's trace context, for the run's span
+
+        def body() -> None:
+            self._execute(run, context, skill, parent, detached)
+
+        if here and self.runner.can_run_here():
+            handle = self.runner.here()
+            run.handle = handle
+            run.body = lambda: handle.run(body)
+        else:
+            run.handle = self.runner.start(body)
 
     @staticmethod
     def run_here(run: Run) -> None:

@@ -43,10 +43,15 @@ class Runner(t.Protocol):
     def spawn(self, fn: t.Callable[[], None]) -> None:
         """Background housekeeping outside the bounded pool (timers' work, pollers)."""
 
-    # Optional: ``here() -> HereHandle`` runs a run in the calling greenlet (a blocking send
-    # waits for its run anyway). Only a runner that can cut a run where it stands offers it
-    # (GeventRunner): a thread cannot be cut, so a blocking send on threads must keep waiting
-    # on the run's end from outside, to answer at the deadline or a cancel all the same.
+    def can_run_here(self) -> bool:
+        """Whether :meth:`here` may run a run in the calling greenlet (a blocking send waits
+        for its run anyway). Only a runner that can cut a run where it stands can
+        (GeventRunner): a thread cannot be cut, so a blocking send on threads keeps waiting on
+        the run's end from outside, to answer at the deadline or a cancel all the same."""
+
+    def here(self) -> HereHandle:
+        """A run in the calling greenlet, in a slot taken by :meth:`reserve` (only when
+        :meth:`can_run_here`)."""
 
 
 class HereHandle(t.Protocol):
@@ -132,6 +137,12 @@ class ThreadRunner:
         self._pool.submit(run)
         return _ThreadHandle()
 
+    def can_run_here(self) -> bool:
+        return False
+
+    def here(self) -> HereHandle:
+        raise NotImplementedError("a thread cannot be cut where it stands: start() the run")
+
     def call_later(self, delay: float, fn: t.Callable[[], None]) -> Timer:
         return self._scheduler.add(delay, fn)
 
@@ -162,6 +173,9 @@ class GeventRunner:
     def start(self, fn: t.Callable[[], None]) -> RunHandle:
         self._reserved -= 1
         return _GreenletHandle(self._pool.spawn(fn))
+
+    def can_run_here(self) -> bool:
+        return True
 
     def here(self) -> HereHandle:
         """The calling greenlet runs the run; its slot stays reserved until it ends, so the

@@ -4,7 +4,8 @@
 creates the task record (or resumes a paused task, or hands a follow-up to its running run),
 then launches the run. The method table (``methods.py``) reads the params and calls
 :meth:`Runs.start`; what the run does once launched (the handler, its settle, its deadline, the
-cuts) is :class:`~.run_life.RunLife`'s, which :class:`Runs` extends.
+cuts) is :class:`~.run_life.RunLife`'s, which :class:`Runs` holds (``Runs.life``) and hands
+each run to.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import dataclasses
 import time
 import typing as t
 
-from ..config import Settings
 from ..ops import telemetry
 from ..protocol.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from ..protocol.model import (
@@ -27,16 +27,17 @@ from ..protocol.model import (
     new_id,
     utcnow,
 )
-from ..store.base import StaleTaskError, Store, TaskRecord
-from .bus import Bus, Subscription
+from ..store.base import StaleTaskError, TaskRecord
+from .bus import Subscription
+from .hooks import same_principal
 from .media import MediaCheck
-from .reentry import Caller
+from .reentry import Caller, Dispatcher
 from .retention import Retention
 from .router import Skill, route
 from .run_life import RunLife
 from .run_state import Run
-from .runner import Runner
 from .tasks import TaskContext
+from .visibility import visible_record
 from .writer import TaskWriter, WriteBound, is_final
 
 SKILL_METADATA_KEY: t.Final = "flask_a2a.skill"
@@ -44,33 +45,52 @@ SKILL_METADATA_KEY: t.Final = "flask_a2a.skill"
 _APPEND_TRIES: t.Final = 8
 
 
-class Runs(RunLife):
+class Runs:
     """Launches this process's runs: a message becomes a new task's run, a paused task's resumed
-    run, or a follow-up to a running one (what a run does once launched: ``run_life.py``)."""
+    run, or a follow-up to a running one. What a run does once launched is :attr:`life`'s
+    (``run_life.py``).
+
+    ``media``: parts and accepted output modes against the skill's modes (the card's default
+    modes); ``handler_principal``: the principal a handler sees (a named agent's handlers see
+    the caller's own tenant, not the agent-scoped one its tasks are stored under:
+    ``flask_a2a.agents``); ``reenter``: runs a request through the app as a run's caller
+    (``TaskContext.call_app``, entity skills), None in an exchange built without one."""
 
     def __init__(
         self,
-        settings: Settings,
-        store: Store,
-        runner: Runner,
-        bus: Bus,
+        life: RunLife,
         writer: TaskWriter,
         *,
         skills: t.Mapping[str, Skill],
         retention: Retention,
+        media: MediaCheck,
         push: t.Any = None,
+        handler_principal: t.Callable[[Principal], Principal] | None = None,
+        reenter: Dispatcher | None = None,
     ) -> None:
-        super().__init__(settings, store, runner, bus, writer)
+        self.life = life
+        self.settings = life.settings
+        self.store = life.store
+        self.runner = life.runner
+        self.bus = life.bus
+        self.slots = life.slots
+        self.metrics = life.metrics
+        self.writer = writer
         self.skills = skills
         self.retention = retention
         #: Push delivery (``push.webhooks.PushSender``) or None when push notifications are off.
         self.push = push
-        #: Parts and accepted output modes against the skill's modes (set by the exchange
-        #: with the card's default modes).
-        self.media = MediaCheck(settings.check_media_types)
-        #: The principal a handler sees (a named agent's handlers see the caller's own tenant,
-        #: not the agent-scoped one its tasks are stored under: ``flask_a2a.agents``).
-        self.handler_principal: t.Callable[[Principal], Principal] = _same_principal
+        self.media = media
+        self.handler_principal = handler_principal or same_principal
+        self.reenter = reenter
+        # What the method table and the rest of the exchange ask of the runs in flight.
+        self.get = life.get
+        self.live = life.live
+        self.cancel = life.cancel
+        self.cut = life.cut
+        self.shutdown = life.shutdown
+        self.run_here = life.run_here
+        self.owed = life.owed
 
     def _check_push_config(self, config: dict[str, t.Any]) -> None:
         inline = config.get("task_push_notification_config")
@@ -336,7 +356,7 @@ class Runs(RunLife):
         own when it runs here) and queue it for that run. Returns the stored record and the
         run; a record that turned final first comes back as it is, with nothing written."""
         for _ in range(_APPEND_TRIES):
-            run = self.get(record.task.id)
+            run = self.life.get(record.task.id)
             if run is not None and run.done.is_set():
                 run = None
             with run.lock if run is not None else contextlib.nullcontext():
@@ -423,7 +443,7 @@ class Runs(RunLife):
         of its own, linked to the request's). ``here``: prepared to run in the caller's
         greenlet (:meth:`run_here`) when the runner can, else started as usual."""
         run = Run(record, self.settings.task_timeout)
-        run.writes = WriteBound(self.write_bound)
+        run.writes = WriteBound(self.life.write_bound)
         run.reveal = reveal
         context = TaskContext(
             self.writer,
@@ -435,44 +455,8 @@ class Runs(RunLife):
             extensions=extensions,
             reenter=self.reenter,
         )
-        with self._lock:
-            self._runs[run.task_id] = run
-        if self.replicas is not None:
-            self.replicas.watch()
-        if self.leases is not None:
-            self.leases.started(run)
-        # One timer per run: a held task's write is due first (then the deadline is armed),
-        # else the deadline. A run that ends first cancels it, as nearly every run does.
-        timeout, delay = self.settings.task_timeout, self.settings.blocking_write_delay
-        if record.version == 0 and (timeout <= 0 or delay < timeout):
-            run.timer = self.runner.call_later(delay, lambda: self._on_write_due(run))
-        elif timeout > 0:
-            run.timer = self.runner.call_later(timeout, lambda: self._on_deadline(run))
-        parent = telemetry.capture()  # the request's trace context, for the run's span
-
-        def body() -> None:
-            self._execute(run, context, skill, parent, detached)
-
-        where = getattr(self.runner, "here", None) if here else None
-        if where is not None:
-            handle = where()
-            run.handle = handle
-            run.body = lambda: handle.run(body)
-        else:
-            run.handle = self.runner.start(body)
+        self.life.begin(run, context, skill, detached=detached, here=here)
         return run
-
-
-def _same_principal(principal: Principal) -> Principal:
-    return principal
-
-
-def visible_record(store: Store, task_id: str, principal: Principal) -> TaskRecord:
-    """The caller's task, or -32001 for unknown and foreign alike."""
-    record = store.get_task(task_id, principal.owner)
-    if record is None or not record.visible_to(principal):
-        raise TaskNotFoundError(metadata={"taskId": task_id})
-    return record
 
 
 class Started(t.NamedTuple):

@@ -20,7 +20,7 @@ from ..protocol.scrub import scrub
 from ..store.base import Store, TaskRecord
 from .bus import Bus, BusEvent
 from .calls import Call, Reply
-from .run_life import RunLife
+from .runs import Runs
 from .streams import HEADERS, relay
 from .writer import is_final
 
@@ -44,7 +44,7 @@ class StreamHost(t.Protocol):
     @property
     def bus(self) -> Bus: ...
     @property
-    def runs(self) -> RunLife: ...
+    def runs(self) -> Runs: ...
     @property
     def replicas(self) -> object: ...
 

@@ -184,6 +184,7 @@ class TaskWriter:
         max_history: int,
         on_final: t.Callable[[TaskRecord], None] | None = None,
         on_event: t.Callable[[TaskRecord, BusEvent], None] | None = None,
+        after_store: t.Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.bus = bus
@@ -191,7 +192,7 @@ class TaskWriter:
         self.on_final = on_final
         self.on_event = on_event
         #: Called after every stored write: the store answers again (``owed.py`` retries).
-        self.after_store: t.Callable[[], None] | None = None
+        self.after_store = after_store
 
     def _prepare(self, task: Task, event: StreamEvent) -> tuple[Task, str | None]:
         """The event's JSON and the task with its history bounded; refuses unencodable data.

@@ -19,13 +19,12 @@ import uuid
 
 import redis
 
+from ..config import Settings
 from ..exchange.runner import RunSlots
 from ..exchange.streams import Seat, Seats
+from ..ops.metrics import NOOP, Recorder
 from ..protocol.errors import StreamSeatsExhaustedError
 from .redis_bus import RedisBus
-
-if t.TYPE_CHECKING:
-    from ..exchange.methods import Exchange
 
 #: A slot taken while Redis did not answer: counted by this process alone.
 LOCAL: t.Final = ""
@@ -174,8 +173,10 @@ class FleetSeats(Seats):
     """Per-owner stream seats counted across replicas. At the fleet's cap a new stream is
     refused (``evict-oldest`` still applies to the owner's streams on this replica)."""
 
-    def __init__(self, per_owner: int, overflow: str, leases: Leases) -> None:
-        super().__init__(per_owner, overflow)
+    def __init__(
+        self, per_owner: int, overflow: str, leases: Leases, metrics: Recorder = NOOP
+    ) -> None:
+        super().__init__(per_owner, overflow, metrics)
         self.leases = leases
         self._lease_lock = threading.Lock()
         self._leases: dict[Seat, str] = {}
@@ -209,27 +210,39 @@ class FleetSeats(Seats):
             self.leases.drop(lease)
 
 
-def install_fleet_limits(exchange: Exchange) -> None:
-    """Count the exchange's per-owner run slots and stream seats across the fleet."""
-    bus = exchange.bus
+class FleetLimits(t.NamedTuple):
+    """The exchange's per-owner run slots and stream seats, each counted across the fleet
+    (None: that cap is off, the exchange's own serves)."""
+
+    slots: RunSlots | None
+    seats: Seats | None
+
+
+def fleet_limits(
+    settings: Settings,
+    bus: object,
+    spawn: t.Callable[[t.Callable[[], None]], None],
+    metrics: Recorder,
+) -> FleetLimits:
+    """Count the exchange's per-owner run slots and stream seats across the fleet (given to the
+    exchange when it is built: ``methods.Exchange(slots=, seats=)``)."""
     if not isinstance(bus, RedisBus):
         raise ValueError(
             "A2A_FLEET_LIMITS needs the Redis bus: set A2A_REDIS_URL or pass bus=RedisBus(...)"
         )
-    settings = exchange.settings
-    spawn = exchange.runner.spawn
     # Each agent of an app counts its own (its caps are its own); the default agent's keys
     # are the ones a one-agent fleet always used.
     agent = "" if settings.agent == "default" else f"{settings.agent}:"
+    slots = seats = None
     if settings.max_concurrent_runs_per_owner >= 0:
         slots = FleetRunSlots(
             settings.max_concurrent_runs_per_owner, Leases(bus, f"{agent}runs", spawn)
         )
-        exchange.runs.slots = exchange.slots = slots
     if settings.max_stream_seats_per_owner >= 0:
-        exchange.seats = FleetSeats(
+        seats = FleetSeats(
             settings.max_stream_seats_per_owner,
             settings.stream_seat_overflow,
             Leases(bus, f"{agent}seats", spawn),
+            metrics,
         )
-        exchange.seats.metrics = exchange.metrics
+    return FleetLimits(slots, seats)

@@ -15,7 +15,7 @@ import typing as t
 from datetime import datetime
 
 from ..protocol.errors import InternalError, UnencodableDataError
-from ..protocol.model import Principal, PushConfig, Task, TaskState, Tier
+from ..protocol.model import PushConfig, Task, TaskState, Tier
 from ..protocol.wire import dump_task, task_json
 
 if t.TYPE_CHECKING:
@@ -59,12 +59,6 @@ class TaskRecord:
     @property
     def state(self) -> TaskState:
         return self.task.status.state
-
-    def visible_to(self, principal: Principal) -> bool:
-        """Owner, tenant and scope set: another tier's task is indistinguishable from none."""
-        if self.owner != principal.owner or self.tenant != principal.tenant:
-            return False
-        return principal.scopes is None or self.scopes == principal.scope_key
 
 
 @dataclasses.dataclass(frozen=True)

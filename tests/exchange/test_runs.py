@@ -42,6 +42,10 @@ class FrozenTimers:
     def unreserve(self) -> None:
         self.inner.unreserve()
 
+    def can_run_here(self) -> bool:
+        """Every run goes through start(), on the inner runner."""
+        return False
+
     def start(self, fn: t.Callable[[], None]) -> t.Any:
         return self.inner.start(fn)
 

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from flask import Flask
 
 from flask_a2a import A2A, Principal, Skill, TaskContext
+from flask_a2a.exchange.visibility import visible
 from flask_a2a.store import ListQuery, MemoryStore, sql_versions
 from flask_a2a.store.sql import SQLStore, engine_from_url
 from flask_a2a.testing import A2ATestClient
@@ -78,9 +79,9 @@ def test_an_older_table_gains_tenant_and_scopes_and_its_rows_read_as_a_sessions(
             None,
             3,
         )
-        assert record.visible_to(Principal("alice"))
-        assert not record.visible_to(Principal("alice", tenant="t2"))
-        assert not record.visible_to(Principal("alice", scopes=frozenset({"tasks:read"})))
+        assert visible(record, Principal("alice"))
+        assert not visible(record, Principal("alice", tenant="t2"))
+        assert not visible(record, Principal("alice", scopes=frozenset({"tasks:read"})))
         assert store.list_tasks(ListQuery("alice", tenant="t2")).total == 0
         assert store.list_tasks(ListQuery("alice")).total == 1
         SQLStore(engine, prefix)  # opening again changes nothing
