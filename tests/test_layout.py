@@ -318,7 +318,6 @@ FOREIGN_ASSIGNMENTS: dict[tuple[str, str], str] = {
     ("flask_a2a.push.ssrf", "self.poolmanager"): "requests' pool manager, told our pool classes",
     ("flask_a2a.push.jwks", "self.poolmanager"): "requests' pool manager, told our pool classes",
     ("flask_a2a.push.jwks", "manager"): "requests' pool manager, told our pool classes",
-    ("flask_a2a.store.calls", "call"): "a wrapper function's __name__ and __wrapped__ (functools)",
     ("flask_a2a.store.processes", "setting"): "a gunicorn server hook chained in, as its docs say",
     ("flask_a2a.store.sql_waits", "dbapi_connection"): "PyMySQL's socket timeouts, per checkout",
     ("flask_a2a.store.sql_waits", "connection"): "a PyMySQL connection just opened: its waits",
