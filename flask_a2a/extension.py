@@ -26,7 +26,7 @@ from .card.document import (
     check_card_config,
 )
 from .cli_entry import a2a_cli as lazy_a2a_cli
-from .config import DEFAULTS, Settings
+from .config import DEFAULTS, ConfigError, ConfigRuntimeError, ConfigTypeError, Settings
 from .csrf import endpoints_of, exempt_from_csrf, exempt_from_csrf_hook
 from .entities.dispatch import AppDispatcher
 from .entities.entity import Entity, EntityGate
@@ -229,24 +229,41 @@ class A2A:
         self._name = check_name(name) if name is not None else DEFAULT_AGENT
         self._prefix = (url_prefix or "").rstrip("/")
         if self._prefix and not self._prefix.startswith("/"):
-            raise ValueError(f"A2A url_prefix must start with '/', got {url_prefix!r}")
+            raise ConfigError(f"A2A url_prefix= must start with '/', got {url_prefix!r}")
         self._config = dict(config or {})
         unknown = sorted(key for key in self._config if key not in DEFAULTS)
         if unknown:
-            raise ValueError(f"A2A config= takes A2A_* settings; unknown: {unknown}")
+            raise ConfigError(f"A2A config= takes A2A_* settings; unknown: {unknown}")
         self._well_known = well_known_card
         self._bus = bus
         self._console_admin = console_admin
         self._owner_lookup = owner_lookup
         self._owner_name = owner_name
-        if reentry is not None and not callable(reentry):
-            raise TypeError("A2A reentry= must be a function of a flask_a2a.Reentry")
+        hooks = {
+            "principal": principal,
+            "extended_card": extended_card,
+            "entity_gate": entity_gate,
+            "console_admin": console_admin,
+            "owner_lookup": owner_lookup,
+            "owner_name": owner_name,
+            "reentry": reentry,
+        }
+        for hook_name, hook in hooks.items():
+            if hook is not None and not callable(hook):
+                raise ConfigTypeError(
+                    f"A2A {hook_name}= must be a function, not {type(hook).__name__} "
+                    "(docs/api.md says what it is called with)"
+                )
         self._reentry = reentry
         self._entities = list(entities)
         self._entity_gate = entity_gate
         self._push_client = push_client
         self._push_resolver = push_resolver
         self._skills = list(skills)
+        if isinstance(signing_keys, (str, bytes, dict)) or not isinstance(signing_keys, t.Iterable):
+            raise ConfigTypeError(
+                f"A2A signing_keys= takes a list of SigningKey, not {type(signing_keys).__name__}"
+            )
         self._signing_keys = tuple(signing_keys)
         self._principal = principal
         self._store = store
@@ -262,14 +279,14 @@ class A2A:
         check_versions()  # a library below its floor: one ConfigError, not a TypeError later
         registry = agents(app)
         if app in self._states or self._name in registry.states:
-            raise RuntimeError(
+            raise ConfigRuntimeError(
                 f"A2A is already registered on this app as the agent {self._name!r}; "
                 "register each instance once, and give a second agent its own name= "
                 "(A2A(app, name='billing', url_prefix='/billing', ...))"
             )
         first = registry.first()
         if self._principal is None:
-            raise ValueError(
+            raise ConfigError(
                 "A2A needs principal=: a function returning the caller's Principal (tasks are "
                 "per-user data, there is no anonymous posture)"
             )
@@ -284,17 +301,18 @@ class A2A:
         for rule in app.url_map.iter_rules():
             theirs = rule.endpoint.partition(".")[0] in registry.by_blueprint
             if theirs and rule.rule in (card_path, AGENT_CARD_PATH if well_known else card_path):
-                raise RuntimeError(
+                raise ConfigRuntimeError(
                     f"{rule.rule!r} already serves the card of {rule.endpoint!r}; give the "
-                    "agent a url_prefix= (only one agent's card is at the well-known path)"
+                    "agent a url_prefix= (only one agent's card is at the well-known path: "
+                    "well_known_card=)"
                 )
             if rule.rule == settings.path:
-                raise RuntimeError(
+                raise ConfigRuntimeError(
                     f"A2A_PATH {settings.path!r} is already routed to {rule.endpoint!r}; "
                     "choose another A2A_PATH"
                 )
             if settings.rest_mount is not None and rule.rule.startswith(settings.rest_mount + "/"):
-                raise RuntimeError(
+                raise ConfigRuntimeError(
                     f"A2A_REST_PATH {settings.rest_mount!r} already holds the route "
                     f"{rule.rule!r} ({rule.endpoint!r}); choose another A2A_REST_PATH, "
                     "or '' to serve no REST binding"

@@ -19,7 +19,7 @@ import time
 import typing as t
 from datetime import datetime
 
-from ..config import Settings
+from ..config import ConfigError, Settings
 from ..ops.metrics import recorder
 from ..protocol import jsonrpc, schemas, wire
 from ..protocol.errors import (
@@ -98,10 +98,10 @@ class Exchange:
         self.skills: dict[str, Skill] = {}
         for skill in skills:
             if skill.id in self.skills:
-                raise ValueError(f"two skills share the id {skill.id!r}")
+                raise ConfigError(f"A2A skills=: two skills share the id {skill.id!r}")
             self.skills[skill.id] = skill
         if not self.skills:
-            raise ValueError("an A2A exchange needs at least one skill")
+            raise ConfigError("an A2A exchange needs at least one skill (skills= or entities=)")
         self.store = store
         self.runner = runner
         #: The in-process bus, or one shared by replicas (``redis_bus.RedisBus``).

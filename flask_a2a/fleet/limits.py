@@ -19,6 +19,7 @@ import uuid
 
 import redis
 
+from ..config import ConfigError
 from ..exchange.runner import RunSlots
 from ..exchange.streams import Seat, Seats
 from ..protocol.errors import StreamSeatsExhaustedError
@@ -213,7 +214,7 @@ def install_fleet_limits(exchange: Exchange) -> None:
     """Count the exchange's per-owner run slots and stream seats across the fleet."""
     bus = exchange.bus
     if not isinstance(bus, RedisBus):
-        raise ValueError(
+        raise ConfigError(
             "A2A_FLEET_LIMITS needs the Redis bus: set A2A_REDIS_URL or pass bus=RedisBus(...)"
         )
     settings = exchange.settings

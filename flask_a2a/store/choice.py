@@ -23,6 +23,7 @@ import time
 import typing as t
 import weakref
 
+from ..config import ConfigRuntimeError
 from ..ops.metrics import NOOP, Recorder
 from ..protocol.errors import InternalError
 from . import processes
@@ -39,8 +40,9 @@ if t.TYPE_CHECKING:
 log = logging.getLogger("flask_a2a")
 
 
-class StoreRefused(RuntimeError):
-    """A store that lives in one process, in a server that runs several."""
+class StoreRefused(ConfigRuntimeError):
+    """A store that lives in one process, in a server that runs several: a misconfiguration
+    (a ``ConfigError``, still the ``RuntimeError`` it was)."""
 
 
 #: Seconds a store whose database did not answer is not tried again (calls meanwhile fail at

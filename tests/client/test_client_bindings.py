@@ -203,8 +203,8 @@ class Receiver:
             try:
                 event = parse_notification(request, token=token)
             except NotificationRejected as exc:
-                self.refused.append(t.cast(int, exc.status))
-                return "", t.cast(int, exc.status)
+                self.refused.append(exc.status)
+                return "", exc.status
             self.events.append(event)
             if isinstance(event, TaskStatusUpdateEvent) and event.status.state.terminal:
                 self.final.set()
