@@ -26,7 +26,7 @@ from .protocol.scrub import scrub
 if t.TYPE_CHECKING:
     from flask import Flask
 
-    from .extension import A2AState
+    from .state import A2AState
 
 log = logging.getLogger("flask_a2a")
 

@@ -17,12 +17,9 @@ import weakref
 from flask import Flask, current_app, has_app_context
 
 from .agents import DEFAULT_AGENT, REGISTRY_KEY, Scoping, agents, check_name
-from .bindings import rest_v03 as rest_v03_binding
-from .bindings import v03 as v03_binding
 from .card.document import (
     AGENT_CARD_PATH,
     AgentCard,
-    CardPublisher,
     check_card_config,
 )
 from .cli_entry import a2a_cli as lazy_a2a_cli
@@ -41,10 +38,11 @@ from .logs import show_by_default
 from .ops.metrics import recorder
 from .protocol.extensions import declared_extensions
 from .protocol.model import Principal
-from .protocol.scrub import scrub
 from .push.secrets import PushSecrets
+from .push.webhooks import PushSender
+from .state import A2AState, OwnerLookup, OwnerName, PrincipalHook
 from .store.base import ListQuery, Store, holds_nothing_at_rest
-from .store.choice import LazyStore, chosen_store, store_for
+from .store.choice import chosen_store, store_for
 from .versions import check_versions
 from .views import agent_blueprint, rest_unrouted
 from .wiring import (
@@ -62,90 +60,13 @@ if t.TYPE_CHECKING:
 
     from .card.signing import SigningKey
 
-PrincipalHook = t.Callable[[], "Principal | str | int | None"]
 ExtendedCardHook = t.Callable[[Principal], t.Any]
-OwnerLookup = t.Callable[[str], "str | int | None"]
-OwnerName = t.Callable[[str], "str | None"]
 
 #: The views of an agent's blueprint the agent role serves.
 _ROLE_VIEWS: t.Final = (
     "exchange", "rest", "rest_root", "agent_card", "agent_card_root", "jwks",
     "protected_resource", "protected_resource_for_path", "healthz", "metrics",
 )  # fmt: skip
-
-
-class A2AState:
-    """Per-app state in ``app.extensions["a2a"]``."""
-
-    def __init__(
-        self,
-        exchange: Exchange,
-        principal: PrincipalHook,
-        card: AgentCard,
-        signing_keys: t.Sequence[SigningKey] = (),
-    ) -> None:
-        self.exchange = exchange
-        self.settings = exchange.settings
-        self.principal_hook = principal
-        self.card = card
-        #: Flask-WTF's CSRFProtect exempts the exchange views (done once it is registered).
-        self.csrf_exempted = False
-        #: The entity tools (None without entities); set by ``init_app``.
-        self.entities: EntityRegistry | None = None
-        #: Seals push secrets at rest (the memory store keeps them as given, in memory).
-        self.push_secrets: PushSecrets | None = None
-        #: The endpoint names this agent serves (``A2A.endpoints``); set by ``init_app``.
-        self.endpoints: tuple[str, ...] = ()
-        #: The host's ``owner_lookup`` (a user name to an owner id, for ``flask a2a``).
-        self.owner_lookup: OwnerLookup | None = None
-        #: The host's ``owner_name`` (an owner id to the name the console shows).
-        self.owner_name: OwnerName | None = None
-        #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
-        self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
-        #: The agent's name (``A2A(name=...)``) and where its card is served.
-        self.name = exchange.settings.agent
-        self.card_path = AGENT_CARD_PATH
-        #: The agent's tenant scoping (set by ``init_app``; the default agent's changes nothing).
-        self.scoping: Scoping | None = None
-        #: The store as ``store_for`` made it (agents of one app share it).
-        self.store_handle: LazyStore | None = None
-        #: The method tables of the versions served beside 1.0 (A2A_PROTOCOL_VERSIONS).
-        self.legacy: dict[str, t.Mapping[str, t.Any]] | None = (
-            {"0.3": v03_binding.methods(exchange.methods)}
-            if "0.3" in exchange.settings.protocol_versions
-            else None
-        )
-        #: The v0.3 HTTP+JSON routes (``{A2A_REST_PATH}/v1/...``), when 0.3 is served.
-        self.legacy_rest: t.Mapping[str, t.Any] | None = (
-            rest_v03_binding.methods(exchange.methods) if self.legacy is not None else None
-        )
-
-    def store(self) -> Store:
-        """The task store (chosen now if it was not yet: see ``store_choice``)."""
-        return chosen_store(self.exchange.store)
-
-    def resolve_principal(self) -> Principal | None:
-        """Run the host's hook in the current request; a plain string or int (``user.id``) is
-        taken as the owner. Anything else fails the request naming the hook (a log ERROR,
-        -32603 to the caller)."""
-        found: object = self.principal_hook()
-        if found is None:
-            return None
-        if isinstance(found, Principal):
-            return self._scoped(found)
-        if isinstance(found, (str, int)) and not isinstance(found, bool) and found != "":
-            return self._scoped(Principal(owner=str(found)))
-        hook = self.principal_hook
-        name = f"{getattr(hook, '__module__', '?')}.{getattr(hook, '__qualname__', hook)}"
-        raise TypeError(
-            f"the principal hook {name} returned {type(found).__name__} "
-            f"{scrub(repr(found))[:80]}: return a "
-            "flask_a2a.Principal, an owner id (a non-empty str or an int) or None"
-        )
-
-    def _scoped(self, principal: Principal) -> Principal:
-        """The principal as this agent stores and checks tasks with (``flask_a2a.agents``)."""
-        return principal if self.scoping is None else self.scoping.stored(principal)
 
 
 class A2A:
@@ -489,7 +410,7 @@ class A2A:
         """
         mine = self.state(app)
         every = mine.scoping.registry.states.values() if mine.scoping is not None else [mine]
-        pushes = [s.exchange.push for s in every if s.exchange.push is not None]
+        pushes = [s.exchange.push for s in every if isinstance(s.exchange.push, PushSender)]
         # Their ids first: a push queue keeps each task's delivery status beside the store.
         task_ids = _task_ids(mine.exchange.store, owner) if any(p.queue for p in pushes) else []
         removed = mine.exchange.store.erase_owner(owner)

@@ -3,8 +3,10 @@
 A client picks the way the official SDK does: the card's ``supportedInterfaces`` in the card's
 order (the first is the agent's preference), the first whose ``protocolBinding`` it speaks and
 whose ``protocolVersion`` is 1.x; ``binding=`` narrows the choice to one binding. Each binding
-is one :class:`Transport` class in :data:`TRANSPORTS` (``jsonrpc.py``, ``rest.py``), so another
-binding (A2A v0.3) is one more entry, and nothing above the transport knows the wire.
+is one :class:`Transport` class in a registry, :data:`TRANSPORTS` (``jsonrpc.py``, ``rest.py``)
+unless a client was given its own (``A2AClient(transports=...)``), so another binding is one
+more entry, and nothing above the transport knows the wire. The functions here take the
+registry to read; a client passes its own.
 """
 
 from __future__ import annotations
@@ -41,19 +43,27 @@ class Transport(t.Protocol):
     def stream(self, method: str, params: dict[str, t.Any], timeout: Timeout) -> EventStream: ...
 
 
-#: ``protocolBinding`` -> the transport class that speaks it.
-TRANSPORTS: t.Final[dict[str, t.Callable[..., Transport]]] = {
+#: Makes the transport of one interface: ``(url, requester, tenant)``.
+TransportClass = t.Callable[[str, Requester, t.Optional[str]], Transport]
+#: A registry: ``protocolBinding`` (the card's spelling) -> the transport class that speaks it,
+#: in the order a client prefers them (its first is the binding of a client told none).
+Transports = t.Mapping[str, TransportClass]
+
+#: The registry a client uses unless given its own (``A2AClient(transports=...)``).
+TRANSPORTS: t.Final[dict[str, TransportClass]] = {
     JSONRPC: JsonRpcTransport,
     HTTP_JSON: RestTransport,
 }
 
 
-def binding_name(binding: str) -> str:
-    """``binding`` in the card's spelling (``JSONRPC``, ``HTTP+JSON``); ValueError if unknown."""
+def binding_name(binding: str, transports: Transports = TRANSPORTS) -> str:
+    """``binding`` in the card's spelling (``JSONRPC``, ``HTTP+JSON``); ValueError unless
+    ``transports`` speaks it."""
     name = _ALIASES.get(binding.strip().lower(), binding.strip().upper())
-    if name not in TRANSPORTS:
+    if name not in transports:
         raise ValueError(
-            f"unknown binding {binding!r}: use one of {', '.join(TRANSPORTS)} (or 'rest')"
+            f"unknown binding {binding!r}: use one of {', '.join(transports)}"
+            + (" (or 'rest')" if HTTP_JSON in transports else "")
         )
     return name
 
@@ -68,15 +78,18 @@ class Interface:
     version: str = "1.0"
 
 
-def interfaces(card: t.Mapping[str, t.Any], card_url: str) -> list[Interface]:
-    """The card's interfaces this client speaks (1.x only), in the card's order, absolute."""
+def interfaces(
+    card: t.Mapping[str, t.Any], card_url: str, transports: Transports = TRANSPORTS
+) -> list[Interface]:
+    """The card's interfaces ``transports`` speaks (1.x only), in the card's order, absolute."""
     found = []
     for entry in card.get("supportedInterfaces") or ():
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
             continue
-        binding = _ALIASES.get(str(entry.get("protocolBinding", "")).lower())
+        named = str(entry.get("protocolBinding", ""))
+        binding = _ALIASES.get(named.lower(), named.upper())
         version = str(entry.get("protocolVersion", ""))
-        if binding is None or not (version == "1" or version.startswith("1.")):
+        if binding not in transports or not (version == "1" or version.startswith("1.")):
             continue
         tenant = entry.get("tenant")
         found.append(Interface(
@@ -86,28 +99,41 @@ def interfaces(card: t.Mapping[str, t.Any], card_url: str) -> list[Interface]:
     return found
 
 
-def choose(card: t.Mapping[str, t.Any], card_url: str, binding: str | None = None) -> Interface:
-    """The interface to use: the card's first one this client speaks (of ``binding`` when
+def choose(
+    card: t.Mapping[str, t.Any],
+    card_url: str,
+    binding: str | None = None,
+    transports: Transports = TRANSPORTS,
+) -> Interface:
+    """The interface to use: the card's first one ``transports`` speaks (of ``binding`` when
     given). Raises :class:`A2AClientError` when the card offers none."""
-    wanted = binding_name(binding) if binding is not None else None
-    for interface in interfaces(card, card_url):
+    wanted = binding_name(binding, transports) if binding is not None else None
+    for interface in interfaces(card, card_url, transports):
         if wanted is None or interface.binding == wanted:
             return interface
-    offered = wanted or " or ".join(TRANSPORTS)
+    offered = wanted or " or ".join(transports)
     raise A2AClientError(f"the agent card at {card_url} offers no {offered} 1.x interface")
 
 
-def at_url(card: t.Mapping[str, t.Any], card_url: str, url: str) -> Interface | None:
-    """The card's interface served at ``url`` (an endpoint the caller named), if it lists one."""
-    for interface in interfaces(card, card_url):
+def at_url(
+    card: t.Mapping[str, t.Any], card_url: str, url: str, transports: Transports = TRANSPORTS
+) -> Interface | None:
+    """The card's interface served at ``url`` (an endpoint the caller named), if it lists one
+    that ``transports`` speaks."""
+    for interface in interfaces(card, card_url, transports):
         if interface.url.rstrip("/") == url.rstrip("/"):
             return interface
     return None
 
 
-def transport(interface: Interface, session: Requester, tenant: str | None) -> Transport:
-    """The transport for ``interface``; ``tenant`` (the caller's, else the interface's) goes
-    into every request, as spec §5.3 asks."""
-    return TRANSPORTS[interface.binding](
+def transport(
+    interface: Interface,
+    session: Requester,
+    tenant: str | None,
+    transports: Transports = TRANSPORTS,
+) -> Transport:
+    """The transport for ``interface``, from ``transports``; ``tenant`` (the caller's, else the
+    interface's) goes into every request, as spec §5.3 asks."""
+    return transports[interface.binding](
         interface.url, session, tenant if tenant is not None else interface.tenant
     )

@@ -50,7 +50,7 @@ from .runs import Runs, visible_record
 from .stream_replies import close_stream, stored_event, stream_reply
 from .streams import Seats, off_stack
 from .tasks import TaskUpdater
-from .writer import TaskWriter
+from .writer import PushDelivery, TaskWriter
 
 log = logging.getLogger("flask_a2a")
 
@@ -85,7 +85,7 @@ class Exchange:
         runner: Runner,
         *,
         extended_card: t.Callable[[Principal], t.Any] | None = None,
-        push: t.Any = None,
+        push: PushDelivery | None = None,
         extensions: t.Iterable[AgentExtension] = (),
         bus: Bus | None = None,
         default_modes: tuple[t.Sequence[str], t.Sequence[str]] | None = None,
@@ -323,6 +323,7 @@ class Exchange:
         except BaseException:
             seat.release()
             raise
+        assert subscription is not None  # subscribe=True: taken before the run started
         return stream_reply(self, call, record, subscription, seat)
 
     def subscribe_to_task(self, call: Call) -> Reply:
@@ -383,7 +384,7 @@ class Exchange:
 
     # ------------------------------------------------------------------ push configs
 
-    def _push(self) -> t.Any:
+    def _push(self) -> PushDelivery:
         if self.push is None:
             raise PushNotificationNotSupportedError()
         return self.push

@@ -37,7 +37,7 @@ from .run_life import RunLife
 from .run_state import Run
 from .runner import Runner
 from .tasks import TaskContext
-from .writer import TaskWriter, is_final
+from .writer import PushDelivery, TaskWriter, is_final
 
 SKILL_METADATA_KEY: t.Final = "flask_a2a.skill"
 #: A follow-up's write is tried again this often when another replica's write won.
@@ -58,7 +58,7 @@ class Runs(RunLife):
         *,
         skills: t.Mapping[str, Skill],
         retention: Retention,
-        push: t.Any = None,
+        push: PushDelivery | None = None,
     ) -> None:
         super().__init__(settings, store, runner, bus, writer)
         self.skills = skills
