@@ -1,7 +1,7 @@
 """The Flask extension: mounts the exchange and the agent card on an app.
 
 ``A2A(app, skills=[...], principal=...)`` or ``A2A(...).init_app(app)``. State lives in
-``app.extensions["a2a"]`` (an :class:`A2AState`); the extension object never holds the app.
+``app.extensions["a2a"]`` (a ``state.A2AState``); the extension object never holds the app.
 Several instances with their own ``name=`` are several agents on one app
 (``flask_a2a.agents``): ``app.extensions["a2a"]`` is the first, ``app.extensions["a2a_agents"]``
 holds them all.
