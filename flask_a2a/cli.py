@@ -3,8 +3,9 @@
 Registered through the ``flask.commands`` entry point, so every app with the extension gets it:
 ``flask --app examples/agent.py a2a skills``. The commands that read the exchange (``card``,
 ``skills``, ``tasks``, ``export-user``, ``erase-user``, ``trim``, ``rotate-push-secrets``,
-``push-worker``, ``push-status``) run in the app's context and go through its store; ``call``
-(``cli_call.py``) is a client and needs no app.
+``push-worker``, ``push-status``) run in the app's context and go through its store; ``grpc``
+(``cli_grpc.py``) serves the agent over gRPC; ``call`` (``cli_call.py``) is a client and needs no
+app.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from flask.cli import AppGroup
 
 from .agents import agent_of, agents
 from .cli_call import call_command, short_state
+from .cli_grpc import grpc_command
 from .extension import A2A
 from .protocol import wire
 from .protocol.model import (
@@ -457,3 +459,4 @@ def push_status_command(task_id: str, owner: str | None) -> None:
 
 
 a2a_cli.add_command(call_command)
+a2a_cli.add_command(grpc_command)

@@ -99,8 +99,8 @@ def describe_task(task: Task) -> str:
 )
 @click.option(
     "--binding",
-    help="JSONRPC or HTTP+JSON (also 'rest'); default: what the "
-    "agent card lists first, or lists at URL.",
+    help="JSONRPC, HTTP+JSON (also 'rest') or GRPC (the grpc extra; URL is then host:port "
+    "or the card's URL); default: what the agent card lists first, or lists at URL.",
 )
 def call_command(
     url: str,
@@ -116,7 +116,8 @@ def call_command(
     timeout: float,
     binding: str | None,
 ) -> None:
-    """Call SKILL on the A2A agent at URL (a base URL, its card's URL, or the endpoint)."""
+    """Call SKILL on the A2A agent at URL (a base URL, its card's URL, or the endpoint; a gRPC
+    endpoint is host:port)."""
     data_value = _json_option(data, "--data")
     args = _json_option(arguments, "--arguments")
     if args is not UNSET and not isinstance(args, dict):

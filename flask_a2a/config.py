@@ -67,6 +67,8 @@ DEFAULTS: t.Final[dict[str, t.Any]] = {
     "A2A_METRICS_PATH": None,
     "A2A_REST_PATH": None,
     "A2A_PREFERRED_BINDING": "JSONRPC",
+    "A2A_GRPC_URL": None,
+    "A2A_GRPC_THREADS": 64,
     "A2A_CHECK_MEDIA_TYPES": "log",
     "A2A_CONSOLE_PATH": None,
     "A2A_CONSOLE_PRINCIPAL": "required",
@@ -92,7 +94,7 @@ SEAT_OVERFLOW_POLICIES: t.Final = ("refuse", "evict-oldest")
 #: (the page holds no data; every call it makes is authenticated by the exchange).
 CONSOLE_PRINCIPALS: t.Final = ("required", "optional")
 #: ``protocolBinding`` names of the interfaces the card can list first.
-BINDINGS: t.Final = ("JSONRPC", "HTTP+JSON")
+BINDINGS: t.Final = ("JSONRPC", "HTTP+JSON", "GRPC")
 #: ``A2A_CHECK_MEDIA_TYPES`` values (``True`` reads as ``refuse``, ``False`` as ``off``).
 MEDIA_CHECKS: t.Final = ("refuse", "log", "off")
 #: A2A versions the endpoints can serve (``A2A_PROTOCOL_VERSIONS``; 1.0 always).
@@ -266,8 +268,14 @@ class Settings:
     #: ``""`` = not served (see :attr:`rest_mount`).
     rest_path: t.Optional[str] = None
     #: The interface the card lists first (clients such as the official SDK take the first
-    #: one they support): ``JSONRPC`` or ``HTTP+JSON``.
+    #: one they support): ``JSONRPC``, ``HTTP+JSON`` or ``GRPC``.
     preferred_binding: str = "JSONRPC"
+    #: Where the gRPC server (``flask a2a grpc``) is reached, ``host:port``: the card lists a
+    #: ``GRPC`` interface there. Unset: the card lists none.
+    grpc_url: t.Optional[str] = None
+    #: The gRPC server's threads: at most this many RPCs at once (an open stream holds one);
+    #: the next is refused RESOURCE_EXHAUSTED.
+    grpc_threads: int = 64
     #: Media types checked against the routed skill's modes: ``refuse`` (-32005), ``log``
     #: (answer as before, log what ``refuse`` would refuse) or ``off``.
     check_media_types: str = "log"
@@ -386,6 +394,7 @@ class Settings:
             )
         if self.preferred_binding == "HTTP+JSON" and self.rest_mount is None:
             raise ConfigError("A2A_PREFERRED_BINDING is HTTP+JSON but A2A_REST_PATH turns REST off")
+        self._validate_grpc()
         unknown = [v for v in self.protocol_versions if v not in PROTOCOL_VERSIONS]
         if unknown or "1.0" not in self.protocol_versions:
             raise ConfigError(
@@ -414,6 +423,19 @@ class Settings:
                 f"A2A_CONSOLE_PATH {self.console_path!r} must differ from A2A_PATH and lie "
                 "outside A2A_REST_PATH"
             )
+
+    def _validate_grpc(self) -> None:
+        if self.preferred_binding == "GRPC" and not self.grpc_url:
+            raise ConfigError("A2A_PREFERRED_BINDING is GRPC but A2A_GRPC_URL is unset")
+        url = self.grpc_url
+        if url is not None:
+            host, _, port = url.rpartition(":")
+            if not host or "/" in url or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(
+                    f"A2A_GRPC_URL must be host:port (the spec's form, no scheme), got {url!r}"
+                )
+        if self.grpc_threads < 1:
+            raise ConfigError("A2A_GRPC_THREADS must be at least 1")
 
     def _validate_push_queue(self) -> None:
         if self.push_queue and not (self.push_queue_url or self.redis_url):

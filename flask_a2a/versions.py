@@ -30,7 +30,15 @@ OPTIONAL: t.Final[dict[str, str]] = {
     "rq": "1.16",
     "cryptography": "3.4.8",
     "PyMySQL": "1.0.2",
+    "grpcio": "1.60",
+    "grpcio-status": "1.60",
+    "a2a-sdk": "1.3",
 }
+
+#: Optional ones checked when their feature starts (``check_versions("grpc")``), not at
+#: ``init_app``: an app serving no gRPC may hold an older grpcio, or the SDK's 0.3 line, for
+#: reasons of its own. The ``grpc`` extra needs Python 3.10+ and pydantic 2 (the SDK's).
+ON_USE: t.Final[dict[str, tuple[str, ...]]] = {"grpc": ("grpcio", "grpcio-status", "a2a-sdk")}
 
 _RELEASE = re.compile(r"\d+(?:\.\d+)*")
 
@@ -49,10 +57,18 @@ def installed(name: str) -> str | None:
         return None
 
 
-def too_old() -> list[str]:
-    """One line per installed library older than its floor (empty when all are recent enough)."""
+def too_old(extra: str | None = None) -> list[str]:
+    """One line per installed library older than its floor (empty when all are recent enough);
+    with ``extra``, one per library of that extra (:data:`ON_USE`) missing or too old."""
     lines = []
-    for table, required in ((REQUIRED, True), (OPTIONAL, False)):
+    tables: tuple[tuple[dict[str, str], bool], ...]
+    if extra is None:
+        later = {name for names in ON_USE.values() for name in names}
+        optional = {name: floor for name, floor in OPTIONAL.items() if name not in later}
+        tables = ((REQUIRED, True), (optional, False))
+    else:
+        tables = (({name: OPTIONAL[name] for name in ON_USE[extra]}, True),)
+    for table, required in tables:
         for name, floor in table.items():
             found = installed(name)
             if found is None:
@@ -64,17 +80,19 @@ def too_old() -> list[str]:
     return lines
 
 
-def check_versions() -> None:
-    """Raise ConfigError naming each library below its floor; cached after the first pass."""
+def check_versions(extra: str | None = None) -> None:
+    """Raise ConfigError naming each library below its floor (with ``extra``: each of that
+    extra's, missing or below); the core's check is cached after the first pass."""
     global _checked
-    if _checked:
+    if _checked and extra is None:
         return
-    lines = too_old()
+    lines = too_old(extra)
     if lines:
         from .config import ConfigError
 
         raise ConfigError("; ".join(lines))
-    _checked = True
+    if extra is None:
+        _checked = True
 
 
 _checked = False

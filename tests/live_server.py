@@ -130,3 +130,58 @@ def gunicorn_server(spec: str, *, chdir: str, **options: t.Any) -> t.Iterator[st
         yield server.url
     finally:
         server.stop()
+
+
+class LiveGrpc:
+    """``flask --app APP a2a grpc --bind 127.0.0.1:PORT [ARGS]`` in a subprocess (its own
+    process group): the gRPC server's own process, as docs/grpc.md runs it. Needs the ``grpc``
+    extra. ``address`` is ``host:port``; :meth:`stop` is a graceful SIGTERM and returns the log.
+    """
+
+    def __init__(
+        self,
+        app: str,
+        *,
+        chdir: str,
+        env: t.Mapping[str, str] | None = None,
+        port: int | None = None,
+        extra: t.Sequence[str] = (),
+        startup_timeout: float = 30.0,
+    ) -> None:
+        import grpc
+
+        self.port = port or free_port()
+        self.address = f"{HOST}:{self.port}"
+        self._log = tempfile.TemporaryFile(mode="w+")
+        command = [sys.executable, "-m", "flask", "--app", app, "a2a", "grpc",
+                   "--bind", self.address, *extra]  # fmt: skip
+        self.proc = subprocess.Popen(
+            command, cwd=chdir, env={**os.environ, **(env or {})}, stdout=self._log,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        with grpc.insecure_channel(self.address) as channel:
+            ready = grpc.channel_ready_future(channel)
+            try:  # grpcio's own readiness: no polling here
+                ready.result(timeout=startup_timeout)
+            except grpc.FutureTimeoutError:
+                ready.cancel()
+                raise RuntimeError(f"no gRPC server on {self.address}:\n{self.stop()}") from None
+
+    def output(self) -> str:
+        self._log.seek(0)
+        return self._log.read()
+
+    def stop(self) -> str:
+        """SIGTERM (SIGKILL of the group after 20 s); returns the log."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if self._log.closed:
+            return ""
+        out = self.output()
+        self._log.close()
+        return out

@@ -39,6 +39,8 @@ def test_python_samples_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None
         pytest.skip("no python samples on this page")
     if page.name == "README.md":
         pytest.skip("the README's sample needs the host's auth: test_readme_sample_* runs it")
+    if page.name == "grpc.md":
+        pytest.importorskip("grpc_status", reason="the grpc extra is not installed")
     if page.name == "official-sdk.md":  # Python 3.10+ and pydantic 2: not beside old pins
         pytest.importorskip("a2a.client", reason="the official SDK (requirements-interop.txt)")
     monkeypatch.chdir(ROOT)

@@ -33,6 +33,7 @@ from ..protocol.extensions import HEADER as EXTENSIONS_HEADER
 from ..protocol.limits import check_principal
 from ..protocol.model import Principal
 from ..protocol.scrub import scrub, scrub_exception
+from ..store.base import unavailable_error, unreachable
 
 log = logging.getLogger("flask_a2a")
 
@@ -75,7 +76,7 @@ def invoke(method: Method, name: str, call: Call) -> t.Any:
 
 
 #: ``Call.binding`` -> the binding a span names (the A2A ``protocolBinding`` spelling, lowered).
-_SPAN_BINDING: t.Final = {"jsonrpc": "jsonrpc", "rest": "http+json"}
+_SPAN_BINDING: t.Final = {"jsonrpc": "jsonrpc", "rest": "http+json", "grpc": "grpc"}
 
 
 def authenticate(http: HTTPRequest) -> Principal:
@@ -96,6 +97,8 @@ def internal_error(exc: Exception) -> A2AError:
     if isinstance(answer, A2AError):  # a store's refusal meant for the caller; it logged why
         return answer
     log.error("a2a: request failed\n%s", scrub_exception(exc))
+    if unreachable(exc):  # the store's database did not answer: the caller may try again
+        return unavailable_error()
     return InternalError()
 
 

@@ -128,13 +128,16 @@ def build_card(
     extended: bool,
     include_unlisted: bool = False,
     rest_url: str | None = None,
-    rest_first: bool = False,
+    grpc_url: str | None = None,
+    preferred: str = "JSONRPC",
     protocol_versions: t.Collection[str] = ("1.0",),
 ) -> dict[str, t.Any]:
     """The AgentCard in ProtoJSON (without signatures); ``rest_url``: the HTTP+JSON
-    interface, listed after the JSON-RPC one unless ``rest_first``. With ``"0.3"`` in
-    ``protocol_versions`` the same URLs are listed again as v0.3 interfaces, and the card
-    carries the fields a v0.3 resolver reads (``url``, ``protocolVersion``...)."""
+    interface, ``grpc_url``: the gRPC one (``host:port``, the spec's form), listed after the
+    JSON-RPC one in that order, but the ``preferred`` binding first. With ``"0.3"`` in
+    ``protocol_versions`` the same URLs of JSON-RPC and HTTP+JSON are listed again as v0.3
+    interfaces, and the card carries the fields a v0.3 resolver reads (``url``,
+    ``protocolVersion``...)."""
     capabilities: dict[str, t.Any] = {
         "streaming": streaming,
         "pushNotifications": push,
@@ -144,14 +147,13 @@ def build_card(
         capabilities["extensions"] = [
             e.to_wire() if isinstance(e, AgentExtension) else dict(e) for e in card.extensions
         ]
+    urls = {"JSONRPC": endpoint_url, "HTTP+JSON": rest_url, "GRPC": grpc_url}
     interfaces = [
-        {"url": endpoint_url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION}
+        {"url": url, "protocolBinding": binding, "protocolVersion": PROTOCOL_VERSION}
+        for binding, url in urls.items()
+        if url is not None
     ]
-    if rest_url is not None:
-        interfaces.insert(
-            0 if rest_first else 1,
-            {"url": rest_url, "protocolBinding": "HTTP+JSON", "protocolVersion": PROTOCOL_VERSION},
-        )
+    interfaces.sort(key=lambda i: i["protocolBinding"] != preferred)  # stable: the rest in order
     legacy = []
     if "0.3" in protocol_versions:
         legacy = [
@@ -275,7 +277,8 @@ class CardPublisher:
             extended=self.exchange.extended_card is not None,
             include_unlisted=include_unlisted,
             rest_url=None if rest is None else self.base_url() + rest,
-            rest_first=self.settings.preferred_binding == "HTTP+JSON",
+            grpc_url=self.settings.grpc_url,
+            preferred=self.settings.preferred_binding,
             protocol_versions=self.settings.protocol_versions,
         )
         return self.sign(unsigned)

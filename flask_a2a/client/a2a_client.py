@@ -1,5 +1,6 @@
-"""A synchronous A2A v1.0 client on requests: one Session, a timeout on every call, either
-binding (JSON-RPC or HTTP+JSON, chosen from the card: ``bindings.py``).
+"""A synchronous A2A v1.0 client on requests: one Session, a timeout on every call, any
+binding (JSON-RPC, HTTP+JSON, or gRPC with the ``grpc`` extra; chosen from the card:
+``bindings.py``).
 
 >>> client = A2AClient.from_card_url("http://127.0.0.1:5000", token="alice-token")
 >>> task = client.call("echo", text="hello")
@@ -75,10 +76,12 @@ class PushConfigPage:
 class A2AClient:
     """Calls one A2A v1.0 agent over one of its interfaces.
 
-    :param endpoint: the interface URL (``http://host/a2a``, ``http://host/a2a/rest``); see
-        :meth:`from_card_url` and :meth:`connect` to find it (and its binding) from the card.
-    :param binding: ``JSONRPC`` (default) or ``HTTP+JSON`` (also ``rest``); with
-        :meth:`from_card_url`, the binding to pick from the card.
+    :param endpoint: the interface URL (``http://host/a2a``, ``http://host/a2a/rest``, or a
+        gRPC ``host:port``); see :meth:`from_card_url` and :meth:`connect` to find it (and its
+        binding) from the card.
+    :param binding: ``JSONRPC`` (default), ``HTTP+JSON`` (also ``rest``) or ``GRPC`` (the
+        ``grpc`` extra; its headers go as metadata); with :meth:`from_card_url`, the binding to
+        pick from the card.
     :param token: sent as ``Authorization: Bearer <token>``.
     :param auth: anything ``requests`` accepts as ``auth=`` (instead of ``token``).
     :param timeout: (connect, read) for every call that does not wait for a run.
@@ -155,7 +158,9 @@ class A2AClient:
 
     def use(self, interface: Interface) -> None:
         """Talk to ``interface`` from now on (its tenant unless the client was given one)."""
+        previous = self.transport
         self.transport = bindings.transport(interface, self.http, self.tenant, self.transports)
+        _close_transport(previous)
 
     # ------------------------------------------------------------------ building
 
@@ -212,6 +217,7 @@ class A2AClient:
         return client
 
     def close(self) -> None:
+        _close_transport(self.transport)  # a gRPC channel
         if self._owns_session:
             self.session.close()
 
@@ -495,5 +501,14 @@ def jsonrpc_endpoint(card: t.Mapping[str, t.Any], card_url: str) -> str:
 
 
 def _origin(url: str) -> str:
+    """An HTTP URL's origin; a gRPC ``host:port`` has none (``""``: its card is not there)."""
     parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return ""
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def _close_transport(transport: Transport) -> None:
+    close = getattr(transport, "close", None)
+    if close is not None:
+        close()

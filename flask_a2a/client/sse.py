@@ -34,6 +34,12 @@ Timeout = t.Union[float, tuple[float, float]]
 MAX_EVENT_BYTES: t.Final = 16 * 1024 * 1024
 
 
+class Closeable(t.Protocol):
+    """What an event stream closes when it ends: the HTTP response, or a gRPC call."""
+
+    def close(self) -> None: ...
+
+
 class A2AClientError(Exception):
     """The answer was not an A2A answer (not JSON-RPC, no card, a redirect, a bad stream)."""
 
@@ -100,17 +106,27 @@ class EventStream:
 
     def __init__(
         self,
-        response: requests.Response,
+        response: Closeable,
         unwrap: t.Callable[[t.Any], t.Any],
         decode: t.Callable[[t.Any], t.Any] = wire.event_from_wire,
+        *,
+        results: t.Iterator[t.Any] | None = None,
     ) -> None:
         """``unwrap(payload)``: one event's StreamResponse JSON out of its envelope (the
         binding's: a JSON-RPC response, or the bare object), raising a streamed error;
-        ``decode``: that JSON as its model object (a v0.3 event has its own reader)."""
-        self.response = response
+        ``decode``: that JSON as its model object (a v0.3 event has its own reader).
+        ``results``: the payloads themselves, from a transport that reads no SSE (gRPC); then
+        ``response`` is only what :meth:`close` closes."""
+        #: The HTTP response (a ``requests.Response``), or what a gRPC stream closes.
+        self.response: t.Any = response
         self.progress = Progress()
         # The generator must not hold ``self``: with no cycle, dropping the stream closes it.
-        self._events = _events(response, unwrap, self.progress, decode)
+        if results is None:
+            self._events = _events(
+                t.cast(requests.Response, response), unwrap, self.progress, decode
+            )
+        else:
+            self._events = _decoded(results, response, unwrap, self.progress, decode)
         self._first: list[StreamEvent] = []
 
     def open(self) -> EventStream:
@@ -184,6 +200,23 @@ def _events(
             yield event
     finally:
         response.close()
+
+
+def _decoded(
+    results: t.Iterator[t.Any],
+    closing: Closeable,
+    unwrap: t.Callable[[t.Any], t.Any],
+    progress: Progress,
+    decode: t.Callable[[t.Any], t.Any],
+) -> t.Generator[StreamEvent, None, None]:
+    """Payloads a transport read its own way, as events (closing it when they end)."""
+    try:
+        for payload in results:
+            event = t.cast(StreamEvent, decode(unwrap(payload)))
+            progress.update(event)
+            yield event
+    finally:
+        closing.close()
 
 
 def _read1(raw: t.Any) -> t.Callable[[], bytes] | None:

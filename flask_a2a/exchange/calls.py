@@ -99,8 +99,9 @@ class Call(t.NamedTuple):
     http: HTTPRequest
     #: The card's extensions this request activated (``A2A-Extensions``), in the card's order.
     extensions: tuple[str, ...] = ()
-    #: The binding the call came in on: ``"jsonrpc"``, or ``"rest"`` (``rest.py``), whose
-    #: stream events are bare StreamResponse objects, not JSON-RPC responses.
+    #: The binding the call came in on: ``"jsonrpc"``, ``"rest"`` (``rest.py``) or ``"grpc"``
+    #: (``grpc_binding.py``), whose stream events are bare StreamResponse objects, not JSON-RPC
+    #: responses.
     binding: str = "jsonrpc"
     #: The A2A version the binding speaks (``"1.0"``, or ``"0.3"`` from ``bindings/v03.py``).
     #: The exchange never reads it; it only hands it to what outlives the call: a push

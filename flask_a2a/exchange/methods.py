@@ -285,8 +285,8 @@ class Exchange:
             if run.reply is not None:  # the handler answered with a message: no task remains
                 return {"message": wire.dump_message(run.reply)}
             record = run.record  # every path that settles the run stores its record here
-            if record.version == 0:  # its only write failed (logged): the task does not exist
-                raise run.refusal or InternalError()
+            if record.version == 0 or run.unsettled:  # its last write failed (logged): the
+                raise run.refusal or InternalError()  # task does not exist, or is owed its end
 
         if history_length is None:  # the whole task: its stored encoding, when it has one
             return jsonrpc.Encoded(wire.task_event_json(record.task))

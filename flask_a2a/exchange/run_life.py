@@ -33,6 +33,7 @@ from ..protocol.errors import (
 from ..protocol.model import TaskState
 from ..protocol.scrub import scrub, scrub_exception
 from ..store.base import StaleTaskError, Store, TaskRecord
+from ..store.sql_waits import call_bound, read_timeout_for
 from .bus import Bus, BusEvent
 from .owed import INTERNAL_ERROR, OwedSettles
 from .reentry import Dispatcher
@@ -64,11 +65,6 @@ class LeaseHooks(t.Protocol):
 #: The status text of a task whose handler raised (``task.fail(text)`` says more, on purpose).
 HANDLER_FAILED: t.Final = "skill handler failed"
 
-#: Tries of a run's settle, and the waits between them: a write that met a dropped connection
-#: gets a fresh one (SQLAlchemy discards the pool's connections on a disconnect).
-SETTLE_TRIES: t.Final = 3
-SETTLE_BACKOFF: t.Final = (0.05, 0.25)
-
 
 class RunLife:
     """Tracks this process's runs, executes and settles them, cuts and shuts them down."""
@@ -84,6 +80,12 @@ class RunLife:
         self.slots = RunSlots(settings.max_concurrent_runs_per_owner)
         #: Prometheus metrics (a no-op without the prometheus extra or with A2A_METRICS off).
         self.metrics = recorder(settings.metrics, settings.agent)
+        #: One bound for a run's writes while the store does not answer (``WriteBound``): a
+        #: read on a connection the database stopped answering, then a connect for a new one.
+        self.write_bound = call_bound(
+            settings.database_connect_timeout,
+            read_timeout_for(settings.statement_timeout, settings.database_read_timeout),
+        )
         #: Polls a shared store for foreign writes to our runs (set by the exchange).
         self.replicas: ReplicaHooks | None = None
         #: Keeps this process's runs leased in a shared store (set by the exchange).
@@ -179,32 +181,33 @@ class RunLife:
 
     def _settle(self, run: Run, context: TaskContext, failure: str | None) -> None:
         """Settle what the handler left open: COMPLETED, or FAILED with ``failure``. A write
-        the store refused is tried again (a fresh connection); past ``SETTLE_TRIES`` the task
-        is owed FAILED "internal error" (``owed.py``), never left WORKING with no run."""
-        for attempt in range(SETTLE_TRIES):
-            if attempt:
-                time.sleep(SETTLE_BACKOFF[min(attempt, len(SETTLE_BACKOFF)) - 1])
-            try:
-                if failure is None:
-                    context.complete()
-                else:
-                    context.fail(scrub(failure))
-                return
-            except TaskTimedOut:
-                self._expire(run)  # a late finish must not leave the task open
-                return
-            except TaskInterrupted:
-                return
-            except Exception as exc:  # TaskNotStored (logged), the store, or a bug
-                if isinstance(exc, TaskNotStored):
-                    run.refusal = exc.answer or run.refusal
-                else:
-                    finalize_failed(
-                        "a run's settle",
-                        "tried again",
-                        exc,
-                        fields(run.task_id, run.record.skill),
-                    )
+        the store refused is tried again, the same write, within the run's write bound
+        (``writer.py``); if the store still did not take it the task is owed FAILED "internal
+        error" (``owed.py``), never left WORKING with no run, and a blocking caller is answered
+        the store's error."""
+        try:
+            if failure is None:
+                context.complete()
+            else:
+                context.fail(scrub(failure))
+            return
+        except TaskTimedOut:
+            self._expire(run)  # a late finish must not leave the task open
+            return
+        except TaskInterrupted:
+            return
+        except Exception as exc:  # TaskNotStored (logged), the store, or a bug
+            if isinstance(exc, TaskNotStored):
+                run.refusal = exc.answer or run.refusal
+            else:
+                owed = run.record.version > 0
+                finalize_failed(
+                    "a run's settle",
+                    "owed: settled FAILED once the store answers" if owed else "nothing stored",
+                    exc,
+                    fields(run.task_id, run.record.skill),
+                )
+        run.unsettled = True
         if run.record.version > 0:  # a held task never written does not exist to settle
             self.owed.owe(run.task_id)
 
@@ -228,7 +231,8 @@ class RunLife:
             if run.record.version != 0 or run.done.is_set() or run.reply is not None:
                 return
             try:
-                run.record = self.writer.reveal(run.record)  # a waiting stream shows it
+                with run.writes.trying() if run.writes is not None else contextlib.nullcontext():
+                    run.record = self.writer.reveal(run.record)  # a waiting stream shows it
             except Exception as exc:  # the run's next change tries again
                 run.write_due = True
                 log.error(

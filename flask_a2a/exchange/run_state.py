@@ -20,6 +20,7 @@ from ..protocol.model import Message, Role
 if t.TYPE_CHECKING:
     from ..store.base import TaskRecord
     from .runner import RunHandle, Timer
+    from .writer import WriteBound
 
 log = logging.getLogger("flask_a2a")
 
@@ -55,6 +56,10 @@ class Run:
         self.reveal = False
         #: The store's refusal of the run's writes, for the caller (``TaskNotStored.answer``).
         self.refusal: A2AError | None = None
+        #: The run's writes share one bound while the store does not answer (set at launch).
+        self.writes: WriteBound | None = None
+        #: The run ended without its last write stored (owed: ``owed.py``).
+        self.unsettled = False
         #: The handler answered with this message instead of the task (``reply()``).
         self.reply: Message | None = None
         #: Follow-ups the caller sent while the run runs, oldest first, for ``receive()``.

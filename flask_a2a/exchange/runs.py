@@ -37,7 +37,7 @@ from .run_life import RunLife
 from .run_state import Run
 from .runner import Runner
 from .tasks import TaskContext
-from .writer import PushDelivery, TaskWriter, is_final
+from .writer import PushDelivery, TaskWriter, WriteBound, is_final
 
 SKILL_METADATA_KEY: t.Final = "flask_a2a.skill"
 #: A follow-up's write is tried again this often when another replica's write won.
@@ -423,6 +423,7 @@ class Runs(RunLife):
         of its own, linked to the request's). ``here``: prepared to run in the caller's
         greenlet (:meth:`run_here`) when the runner can, else started as usual."""
         run = Run(record, self.settings.task_timeout)
+        run.writes = WriteBound(self.write_bound)
         run.reveal = reveal
         context = TaskContext(
             self.writer,

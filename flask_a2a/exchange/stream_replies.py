@@ -61,7 +61,7 @@ def stream_reply(
         record.task.id,
         call.principal,
         refresher() if refresher is not None else None,
-        None if call.binding == "rest" else jsonrpc.encode_id(call.id),
+        None if call.binding != "jsonrpc" else jsonrpc.encode_id(call.id),
     )
     held = record.version == 0  # the run shows the task at its first change, or replies
     # A stream that starts on a paused task waits for what comes of it (issue 14 item 5).
@@ -110,7 +110,8 @@ class TaskFeed:
         self.task_id = task_id
         self.principal = principal
         self.refresh = refresh
-        #: A JSON-RPC response's head; None on HTTP+JSON (each event a bare StreamResponse).
+        #: A JSON-RPC response's head; None on HTTP+JSON and gRPC (each event a bare
+        #: StreamResponse).
         self.head = (
             None
             if request_id_json is None

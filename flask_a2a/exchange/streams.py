@@ -210,6 +210,12 @@ class Relay:
     def __next__(self) -> bytes:
         return next(self._events)
 
+    def client_left(self) -> None:
+        """The caller is gone (a gRPC call cancelled): free the seat now and end the stream
+        where it waits, from any thread (the generator itself may be running in another)."""
+        self._seat.release()
+        self._subscription.close("client left")
+
     def close(self) -> None:
         close = getattr(self._events, "close", None)
         if close is not None:

@@ -44,7 +44,7 @@ from .bus import BusEvent
 from .parts import artifact_parts, returned_parts
 from .reentry import AppAnswer, Caller, Dispatcher, Reentry, ReentryUnavailable
 from .run_state import Run
-from .writer import TaskWriter, is_final, storing
+from .writer import SETTLE_TRIES, TaskWriter, is_final, storing
 
 log = logging.getLogger("flask_a2a")
 
@@ -294,20 +294,23 @@ class TaskContext(TaskMutations):
             for attempt in range(_MERGES + 1):
                 task, event = build(run.record.task)
                 if run.record.version == 0 and run.reveal:  # a stream's first change shows it
-                    with storing(run.record):
+                    with storing(run.record, run.writes):
                         run.record = self._writer.reveal(run.record)
                 if event is None:
                     if run.record.version == 0 and run.write_due:  # e.g. hand_off() once WORKING
-                        with storing(run.record):
+                        with storing(run.record, run.writes):
                             run.record = self._writer.store.create_task(run.record)
                     break
+                final = is_final(task.status.state)
                 held = run.record.version == 0 and not run.write_due
-                if held and not is_final(task.status.state):
+                if held and not final:
                     run.record = self._writer.hold(run.record, task, event)
                     break
                 try:
-                    with storing(run.record):
-                        run.record = self._writer.commit(run.record, task, event)
+                    # The run's last write is tried again (the same write) if the store fails it.
+                    tries = SETTLE_TRIES if final else 1
+                    with storing(run.record, run.writes):
+                        run.record = self._writer.commit(run.record, task, event, tries=tries)
                     break
                 except StaleTaskError as exc:
                     current = exc.current

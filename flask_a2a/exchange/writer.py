@@ -4,12 +4,18 @@ Every change of a task, whoever makes it (a run, a cancel, retention, a handed-o
 goes through :meth:`TaskWriter.commit`: it encodes the event (refusing data JSON cannot hold,
 before anything is written), stores the new task naming the version it read, publishes the event
 with the version the write produced, and queues push deliveries.
+
+A run's last write is tried again when the store fails it (a dropped connection gets a fresh
+one), with the same content, so a try that finds its own first try stored (the database took
+it, its answer was lost) is that write. A run's writes share one bound while the store does not
+answer (:class:`WriteBound`): its caller is answered the store-unavailable error once it passes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import typing as t
 
 from ..ops.log_fields import fields
@@ -34,21 +40,72 @@ from ..protocol.model import (
 )
 from ..protocol.scrub import scrub
 from ..protocol.wire import dump_event, task_event_json
-from ..store.base import StaleTaskError, Store, TaskRecord, store_failed
+from ..store.base import (
+    StaleTaskError,
+    Store,
+    TaskRecord,
+    store_failed,
+    unavailable_error,
+    unreachable,
+)
+from ..store.sql_waits import time_left, waits_until
 from .bus import Bus, BusEvent
-
-if t.TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("flask_a2a")
 
+#: Tries of a run's last write, and the waits between them: a write that met a dropped
+#: connection gets a fresh one (SQLAlchemy discards the pool's connections on a disconnect).
+SETTLE_TRIES: t.Final = 3
+SETTLE_BACKOFF: t.Final = (0.05, 0.25)
+
+
+class WriteBound:
+    """One bound for a run's writes while its store does not answer.
+
+    Each write waits ``seconds`` at most, all its tries together (``sql_waits.waits_until``).
+    A write the store failed starts the bound: the run's next writes (its settle, a held
+    task's write) share what is left of it, and one that would start past it fails at once
+    with the store-unavailable error, so a blocking caller hears within ``seconds`` of the
+    write that met the outage, not a bound per try. A write the store answers ends it.
+    """
+
+    __slots__ = ("seconds", "deadline")
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        #: When the writes after a failed one must have ended (``time.monotonic()``).
+        self.deadline: float | None = None
+
+    @contextlib.contextmanager
+    def trying(self) -> t.Iterator[None]:
+        seconds = self.seconds
+        if seconds is None:
+            yield
+            return
+        started = time.monotonic()
+        deadline = self.deadline
+        if deadline is not None and started >= deadline:
+            raise TaskNotStored("the store did not answer", unavailable_error())
+        try:
+            with waits_until(started + seconds if deadline is None else deadline):
+                yield
+        except Exception as exc:
+            if not store_failed(exc):
+                self.deadline = None  # the store answered (a conflict, a refusal)
+            elif deadline is None:
+                self.deadline = started + seconds
+            raise
+        self.deadline = None
+
 
 @contextlib.contextmanager
-def storing(record: TaskRecord | None = None) -> t.Iterator[None]:
+def storing(record: TaskRecord | None = None, bound: WriteBound | None = None) -> t.Iterator[None]:
     """A run's write: a store failure reaches the handler as :class:`TaskNotStored`, so the
-    driver's text (SQL, hosts) goes to the log only, never into a status message."""
+    driver's text (SQL, hosts) goes to the log only, never into a status message; a database
+    that did not answer is the store-unavailable error for the caller. Within ``bound``."""
     try:
-        yield
+        with bound.trying() if bound is not None else contextlib.nullcontext():
+            yield
     except (StaleTaskError, UnencodableDataError):
         raise
     except Exception as exc:
@@ -57,7 +114,8 @@ def storing(record: TaskRecord | None = None) -> t.Iterator[None]:
             raise TaskNotStored("the task could not be stored", answer) from None
         extra = fields(record.task.id, record.skill) if record is not None else {}
         log.error("a2a: writing a task failed: %s", scrub(repr(exc)), extra=extra)
-        raise TaskNotStored("the task could not be stored") from None
+        outage = unavailable_error() if unreachable(exc) else None
+        raise TaskNotStored("the task could not be stored", outage) from None
 
 
 def finalize_failed(what: str, then: str, exc: BaseException, extra: t.Mapping[str, t.Any]) -> None:
@@ -197,19 +255,19 @@ class TaskWriter:
         self.bus.publish(BusEvent.noted(stored.task.id, stored.version))  # no gap for streams
         return stored
 
-    def commit(self, record: TaskRecord, task: Task, event: StreamEvent) -> TaskRecord:
+    def commit(
+        self, record: TaskRecord, task: Task, event: StreamEvent, *, tries: int = 1
+    ) -> TaskRecord:
         """Store ``task`` over ``record`` (optimistically) and publish ``event``.
 
         A record of version 0 (not written yet) is created with ``task``. Raises
         :class:`UnencodableDataError` before writing when the event cannot be encoded, and
-        :class:`StaleTaskError` when the row moved since ``record`` was read.
+        :class:`StaleTaskError` when the row moved since ``record`` was read. A write the
+        store failed is made ``tries`` times at most (:meth:`_store`).
         """
         task, result_json = self._prepare(task, event)
         first = record.version == 0
-        if first:  # nobody knew the task: no subscriber, no push config yet
-            new = self.store.create_task(record.evolve(task, 0))
-        else:
-            new = self.store.update_task(record.evolve(task, record.version), record.version)
+        new = self._store(record, task, tries)
         if self.after_store is not None:
             self.after_store()
         final = is_final(task.status.state) and task.status.state is not record.state
@@ -236,6 +294,34 @@ class TaskWriter:
                     fields(task.id, new.skill),
                 )
         return new
+
+    def _store(self, record: TaskRecord, task: Task, tries: int) -> TaskRecord:
+        """Write ``task`` over ``record`` (created when nobody knew it: version 0). A try the
+        store failed (its database or driver) is made again, the same write, after
+        :data:`SETTLE_BACKOFF`, while ``tries`` and the call's bound (``sql_waits``) leave
+        room: a try that meets its own earlier one, stored though its answer was lost, is
+        that write (the store reads it back), never a conflict."""
+        for attempt in range(tries):
+            try:
+                if record.version == 0:  # nobody knew the task: no subscriber, no push config
+                    return self.store.create_task(record.evolve(task, 0))
+                return self.store.update_task(record.evolve(task, record.version), record.version)
+            except Exception as exc:
+                pause = SETTLE_BACKOFF[min(attempt, len(SETTLE_BACKOFF) - 1)]
+                left = time_left()
+                if (
+                    attempt + 1 >= tries
+                    or not store_failed(exc)
+                    or (left is not None and left <= pause)
+                ):
+                    raise
+                log.warning(
+                    "a2a: the store failed a task's write (%s); it is tried again",
+                    scrub(repr(exc)),
+                    extra=fields(task.id, record.skill),
+                )
+                time.sleep(pause)
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def set_status(
         self, record: TaskRecord, state: TaskState, message: Message | None = None

@@ -10,10 +10,11 @@ changing what they hold.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import typing as t
 from datetime import datetime
 
-from ..protocol.errors import UnencodableDataError
+from ..protocol.errors import InternalError, UnencodableDataError
 from ..protocol.model import Principal, PushConfig, Task, TaskState, Tier
 from ..protocol.wire import dump_task, task_json
 
@@ -105,6 +106,10 @@ _STORE_PACKAGES: t.Final = frozenset(
 )
 
 
+#: The DBAPI errors that say the database did not answer (PEP 249 names).
+_UNREACHABLE: t.Final = frozenset({"OperationalError", "InterfaceError"})
+
+
 def store_failed(exc: BaseException) -> bool:
     """``exc`` is the store's database or driver failing (a dropped connection, a timeout, a
     database gone), which a later try may get past; anything else is a bug of the caller's."""
@@ -114,6 +119,28 @@ def store_failed(exc: BaseException) -> bool:
         any(cls.__module__.split(".")[0] in _STORE_PACKAGES for cls in type(exc).__mro__)
         or type(exc).__name__ == "MissingTablesError"
     )
+
+
+def unreachable(exc: BaseException) -> bool:
+    """``exc`` says the database did not answer (down, refusing, hung, timed out), not that the
+    store is misconfigured (a bad URL, a missing driver: those still fail ``init_app``)."""
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    if sa_exc is not None and isinstance(
+        exc, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
+    ):
+        return True
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    # The driver's own (a connect for the DBAPI cursor is not wrapped by SQLAlchemy).
+    return any(
+        cls.__name__ in _UNREACHABLE and cls.__module__.split(".")[0] in _STORE_PACKAGES
+        for cls in type(exc).__mro__
+    )
+
+
+def unavailable_error() -> InternalError:
+    """What a caller is told while the store's database cannot be reached (no driver text)."""
+    return InternalError("Internal error: the task store is unavailable; try again later")
 
 
 def holds_nothing_at_rest(store: object) -> bool:
@@ -136,13 +163,16 @@ class Store(t.Protocol):
 
     def create_task(self, record: TaskRecord) -> TaskRecord:
         """Store a new task as version 1, whatever version ``record`` carries (a run's held
-        task arrives as version 0); ``ValueError`` if the id exists."""
+        task arrives as version 0); ``ValueError`` if the id exists, unless its row is this
+        very record (a try again of a create the database took but whose answer was lost)."""
 
     def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
         """The record, or None if absent or (with ``owner``) owned by someone else."""
 
     def update_task(self, record: TaskRecord, expected_version: int) -> TaskRecord:
-        """Store ``record.task`` as version ``expected_version + 1``; owner/tier are kept."""
+        """Store ``record.task`` as version ``expected_version + 1``; owner/tier are kept. A row
+        already at that version holding exactly ``record.task`` is this write tried again
+        (its first try was taken, its answer lost): returned, not :class:`StaleTaskError`."""
 
     def list_tasks(self, query: ListQuery) -> TaskPage: ...
 

@@ -27,6 +27,7 @@ from ..config import ConfigRuntimeError
 from ..ops.metrics import NOOP, Recorder
 from ..protocol.errors import InternalError
 from . import processes
+from .base import unavailable_error, unreachable
 from .blocking_drivers import gevent_patched, warn_blocking
 from .calls import observed
 from .memory import MemoryStore
@@ -57,22 +58,6 @@ class StoreUnavailable(RuntimeError):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(f"the task store's database does not answer ({type(cause).__name__})")
         self.cause = cause
-
-
-def unreachable(exc: BaseException) -> bool:
-    """``exc`` says the database did not answer (down, refusing, hung, timed out), not that the
-    store is misconfigured (a bad URL, a missing driver: those still fail ``init_app``)."""
-    sa_exc = sys.modules.get("sqlalchemy.exc")
-    if sa_exc is not None and isinstance(
-        exc, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
-    ):
-        return True
-    return isinstance(exc, (ConnectionError, TimeoutError))
-
-
-def unavailable_error() -> InternalError:
-    """What a caller is told while the store's database cannot be reached (no driver text)."""
-    return InternalError("Internal error: the task store is unavailable; try again later")
 
 
 def describe(store: object) -> str:

@@ -92,6 +92,8 @@ class MemoryStore:
         record = record.evolve(record.task, 1)
         with self._lock:
             if record.task.id in self._tasks:
+                if self._tasks[record.task.id] == record:  # this very write, tried again
+                    return record
                 raise ValueError(f"task {record.task.id!r} exists")
             self._tasks[record.task.id] = record
             self._by_owner.setdefault(record.owner, set()).add(record.task.id)
@@ -124,6 +126,9 @@ class MemoryStore:
         with self._lock:
             current = self._tasks.get(record.task.id)
             if current is None or current.version != expected_version:
+                if current is not None and current.version == expected_version + 1:
+                    if (current.task, current.skill) == (record.task, record.skill):
+                        return current  # this very write, tried again
                 raise StaleTaskError(current)
             check_new_data(current.task, record.task)
             new = current.evolve(record.task, expected_version + 1, record.skill)

@@ -33,7 +33,7 @@ from ..protocol.limits import refusal, unstorable
 from ..protocol.model import PushConfig, TaskState, Tier
 from ..protocol.wire import dump_stored_push_config, push_config_from_wire, task_from_wire
 from . import leases, sql_counts, sql_mysql
-from .base import ListQuery, TaskPage, TaskRecord, encode_task, record_json
+from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
 from .leases import LEASED_STATES, LapsedRun, LeaseTerms
 from .rounds import RoundFailed, Rounds
 from .sql_dialect import (
@@ -92,6 +92,17 @@ def _unstorable_field(row: dict[str, t.Any]) -> tuple[str, str] | None:
         if reason is not None:
             return field, reason
     return None
+
+
+def _same_row(stored: _Columns, row: dict[str, t.Any]) -> bool:
+    """The stored row is ``row`` as a create wrote it: its first version, same ownership, same
+    body (the task's JSON, with its timestamps and message ids: no other write makes it)."""
+    return (
+        stored.version == 1
+        and stored.body == row["body"]
+        and (stored.owner, stored.tenant, stored.scopes) == (row["owner"], row["tenant"],
+                                                             row["scopes"])
+    )  # fmt: skip
 
 
 class SQLStore:
@@ -290,18 +301,24 @@ class SQLStore:
             **self._lease_of(record),
         }
         self.dialect.check_row(row)
-        try:
-            try:  # concurrent creates share one INSERT (group commit)
-                self._creates.run(None, row, self._insert_rows)
-            except (RoundFailed, _RoundRefused):  # maybe another caller's row: ours alone
-                self._insert_rows([row])
-        except sa.exc.IntegrityError:
-            raise ValueError(f"task {task.id!r} exists") from None
-        except sa.exc.DataError:
-            unfit = _unstorable_field(row)
-            if unfit is None:
-                raise
-            raise refusal(*unfit) from None
+        with self.statements.bounded():  # the shared INSERT and the row alone: one bound
+            try:
+                try:  # concurrent creates share one INSERT (group commit)
+                    self._creates.run(None, row, self._insert_rows)
+                except (RoundFailed, _RoundRefused):  # maybe another caller's row: ours alone
+                    self._insert_rows([row])
+            except sa.exc.IntegrityError:
+                stored = self._stored(task.id)
+                if stored is None or not _same_row(stored, row):
+                    raise ValueError(f"task {task.id!r} exists") from None
+                # Our own earlier INSERT, taken by the database though its answer was lost
+                # (a retry after a timeout): the row is what this call stores.
+                return record
+            except sa.exc.DataError:
+                unfit = _unstorable_field(row)
+                if unfit is None:
+                    raise
+                raise refusal(*unfit) from None
         return record
 
     def _lease_of(self, record: TaskRecord) -> dict[str, t.Any]:
@@ -340,6 +357,11 @@ class SQLStore:
         except sa.exc.SQLAlchemyError as exc:
             raise _RoundRefused() from exc
 
+    def _stored(self, task_id: str) -> _Columns | None:
+        """The task's row as stored (its body as written), or None."""
+        rows, _ = self.statements.execute("get", self._get, {"task_id": task_id})
+        return _Columns(self._column_at, tuple(rows[0])) if rows else None
+
     def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
         if owner is None:
             rows, _ = self.statements.execute("get", self._get, {"task_id": task_id})
@@ -363,7 +385,19 @@ class SQLStore:
             # A write that settles or pauses the task ends its run's lease; others keep it.
             "new_leased": int(task.status.state in LEASED_STATES),
         }
-        return self.dialect.update(self, self._update, record, expected_version, values)
+        with self.statements.bounded():  # the UPDATE and the row read after it: one bound
+            try:
+                return self.dialect.update(self, self._update, record, expected_version, values)
+            except StaleTaskError as exc:
+                current = exc.current
+                if current is None or current.version != expected_version + 1:
+                    raise
+                stored = self._stored(task.id)
+                if stored is None or stored.version != current.version or stored.body != body:
+                    raise
+                # Our own earlier UPDATE, taken by the database though its answer was lost (a
+                # retry after a timeout): the row holds exactly this write.
+                return dataclasses.replace(current, task=task, skill=record.skill)
 
     def task_versions(self, task_ids: list[str]) -> dict[str, tuple[int, TaskState]]:
         """Version and state of each task still stored (one query for the replica poll)."""

@@ -14,7 +14,7 @@ import typing as t
 
 from sqlalchemy.engine import Connection, Engine
 
-from . import sql_driver
+from . import sql_driver, sql_waits
 
 
 class Statements:
@@ -45,6 +45,12 @@ class Statements:
         #: store's own (its connections carry the timeout and autocommit).
         self.driver = sql_driver.Driver(engine) if autocommits else None
         self._plain: dict[t.Hashable, sql_driver.Plain | None] = {}
+
+    def bounded(self) -> sql_waits.Until:
+        """One bound for the waits of a call that may reach the database more than once (a
+        shared INSERT, then its row alone; an UPDATE, then the row read): the engine's connect
+        and read bounds together, not each statement's (``sql_waits.one_call``)."""
+        return sql_waits.one_call(self.engine)
 
     def _check_tables(self) -> None:
         self._require_tables()

@@ -298,7 +298,8 @@ def test_an_empty_rest_path_serves_no_rest_binding(make_app: t.Callable[..., Fla
 @pytest.mark.parametrize(("config", "problem"), [
     ({"A2A_REST_PATH": "rest"}, "must start with '/'"),
     ({"A2A_REST_PATH": "/a2a"}, "must differ from A2A_PATH"),
-    ({"A2A_PREFERRED_BINDING": "GRPC"}, "A2A_PREFERRED_BINDING must be one of"),
+    ({"A2A_PREFERRED_BINDING": "SOAP"}, "A2A_PREFERRED_BINDING must be one of"),
+    ({"A2A_PREFERRED_BINDING": "GRPC"}, "A2A_GRPC_URL is unset"),
     ({"A2A_REST_PATH": "", "A2A_PREFERRED_BINDING": "HTTP+JSON"}, "turns REST off"),
 ])  # fmt: skip
 def test_bad_rest_settings_fail_at_startup(config: dict[str, t.Any], problem: str) -> None:

@@ -54,15 +54,15 @@ def test_the_cards_first_interface_the_client_speaks_wins() -> None:
         "https://agent.example/a2a", "JSONRPC"
     )
     assert choose(card(REST, JSONRPC), CARD_URL).binding == "HTTP+JSON"
-    grpc = {"url": "grpc://x", "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+    old_grpc = {"url": "agent.example:50051", "protocolBinding": "GRPC", "protocolVersion": "0.3"}
     old = {**REST, "protocolVersion": "0.3"}
-    assert choose(card(grpc, old, JSONRPC), CARD_URL).binding == "JSONRPC"  # 1.x only
+    assert choose(card(old_grpc, old, JSONRPC), CARD_URL).binding == "JSONRPC"  # 1.x only
     assert choose(card(JSONRPC, REST), CARD_URL, "rest").url == "https://agent.example/a2a/rest"
     assert choose(card(JSONRPC, REST), CARD_URL, "http+json").binding == "HTTP+JSON"
     with pytest.raises(A2AClientError, match="offers no HTTP\\+JSON 1.x interface"):
         choose(card(JSONRPC), CARD_URL, "HTTP+JSON")
-    with pytest.raises(ValueError, match="unknown binding 'grpc'"):
-        choose(card(JSONRPC), CARD_URL, "grpc")
+    with pytest.raises(ValueError, match="unknown binding 'soap'"):
+        choose(card(JSONRPC), CARD_URL, "soap")
     # The interface's tenant is what the client must send (spec 1.0.1, tenant as a label).
     tenanted = choose(card({**REST, "tenant": "acme"}), CARD_URL)
     assert tenanted.tenant == "acme"
@@ -213,8 +213,8 @@ def test_flask_a2a_call_speaks_the_rest_url_and_takes_binding(gevent_agent: str)
                                        "--binding", binding, "--token", "alice-token"])  # fmt: skip
         assert told.exit_code == 0, told.output
         assert told.output.splitlines()[-1].split(None, 1)[1] == "COMPLETED"
-    wrong = runner.invoke(a2a_cli, ["call", gevent_agent, "echo", "--binding", "grpc"])
-    assert wrong.exit_code == 1 and "unknown binding 'grpc'" in wrong.output
+    wrong = runner.invoke(a2a_cli, ["call", gevent_agent, "echo", "--binding", "soap"])
+    assert wrong.exit_code == 1 and "unknown binding 'soap'" in wrong.output
 
 
 # ------------------------------------------------------------------ push notifications

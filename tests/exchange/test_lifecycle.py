@@ -148,7 +148,10 @@ def test_store_failure_while_settling_is_contained(
     )
     client = A2ATestClient(app, token="alice")
     with caplog.at_level(logging.ERROR, logger="flask_a2a"):
-        task = client.send(skill="w")["task"]
+        answer = client.rpc("SendMessage", {"message": client.message("hi", skill="w")})
+    # The blocking caller hears its task's end was not stored, not a WORKING task no run moves.
+    assert answer.code == -32603 and answer.error["message"] == "Internal error", answer.text
+    (task,) = client.rpc("ListTasks", {}).result["tasks"]
     assert task["status"]["state"] == "TASK_STATE_WORKING"  # its last stored state
     panics = [r.getMessage() for r in caplog.records if "writing a task failed" in r.getMessage()]
     assert panics, caplog.text

@@ -58,6 +58,9 @@ TOKEN = "alice-token"
 class Agent(t.NamedTuple):
     base: str
     jwks_url: str
+    #: The card's GRPC interface (``host:port``), when the agent serves one
+    #: (tests/live/test_interop_grpc.py runs these scenarios over it).
+    grpc: str = ""
 
 
 @pytest.fixture(scope="module")
@@ -111,12 +114,33 @@ async def connect(
     verify = await verifier(http, agent)
     card = await A2ACardResolver(http, agent.base).get_agent_card(signature_verifier=verify)
     config = ClientConfig(
-        httpx_client=http, streaming=streaming, supported_protocol_bindings=[transport]
+        httpx_client=http,
+        streaming=streaming,
+        supported_protocol_bindings=[transport],
+        grpc_channel_factory=grpc_channel if transport == "GRPC" else None,
     )
     client = ClientFactory(config).create(card)
-    expected = {"JSONRPC": "JsonRpcTransport", "HTTP+JSON": "RestTransport"}[transport]
+    expected = {
+        "JSONRPC": "JsonRpcTransport",
+        "HTTP+JSON": "RestTransport",
+        "GRPC": "GrpcTransport",
+    }[transport]
     assert type(client._transport).__name__ == expected  # type: ignore[attr-defined]  # the factory took our binding
     return card, client
+
+
+def grpc_channel(url: str) -> t.Any:
+    """The SDK's gRPC transport takes its channel from here (grpcio's asyncio channel),
+    carrying the caller's token as the SDK's HTTP client does on the other bindings."""
+    import grpc
+
+    token = grpc.metadata_call_credentials(
+        lambda _, callback: callback((("authorization", f"Bearer {TOKEN}"),), None)
+    )
+    return grpc.aio.secure_channel(
+        url,
+        grpc.composite_channel_credentials(grpc.local_channel_credentials(), token),
+    )
 
 
 def message(skill: str, text: str = "", **data: t.Any) -> Message:
@@ -144,6 +168,7 @@ def test_card_resolves_and_the_sdk_verifies_its_signature(agent: Agent, transpor
                     for i in card.supported_interfaces] == [
                 (agent.base + "/a2a", "JSONRPC", "1.0"),
                 (agent.base + "/a2a/rest", "HTTP+JSON", "1.0"),
+                *([(agent.grpc, "GRPC", "1.0")] if agent.grpc else []),
             ]  # fmt: skip
             assert card.capabilities.streaming and card.capabilities.extended_agent_card
             assert {s.id for s in card.skills} == {"echo", "countdown", "greet"}

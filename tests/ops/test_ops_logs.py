@@ -77,7 +77,10 @@ def test_a_store_failure_is_an_error_naming_the_task(
         config={"A2A_BLOCKING_WRITE_DELAY": 0},
     )
     caplog.set_level(logging.INFO, logger="flask_a2a")
-    task = A2ATestClient(app, token="alice").send(BODY, skill="writes")["task"]
+    client = A2ATestClient(app, token="alice")
+    answer = client.rpc("SendMessage", {"message": client.message(BODY, skill="writes")})
+    assert answer.code == -32603, answer.text  # its end was not stored: the caller is told so
+    (task,) = client.rpc("ListTasks", {}).result["tasks"]
     written = records_of(caplog, "a2a: writing a task failed")
     assert written and all(r.levelno == logging.ERROR for r in written)
     assert {r.a2a_task_id for r in written} == {task["id"]}  # type: ignore[attr-defined]

@@ -271,7 +271,9 @@ def test_the_count_stays_exact_under_concurrent_hand_offs_retries_and_deliveries
     # then every notification delivered.
     receiver = Receiver()
     lane_jobs = [job for job, _ in jobs.submitted]
-    assert len(lane_jobs) == 16
+    # One job per lane that holds anything (a config whose thread came after its owner's cap
+    # was full has none: every one of its notifications was dropped).
+    assert len(lane_jobs) == sum(1 for held in taken if held) > 8
 
     def drain(job: str) -> None:
         queue.drain(job, receiver)
@@ -282,7 +284,7 @@ def test_the_count_stays_exact_under_concurrent_hand_offs_retries_and_deliveries
             thread.start()
         for thread in chunk:
             thread.join(30)
-    assert receiver.taken == queued and len(receiver.refused) == 16
+    assert receiver.taken == queued and len(receiver.refused) == len(lane_jobs)
     assert counted(queue, "alice") == (0, 0) and counted(queue, "bob") == (0, 0)
 
 

@@ -224,6 +224,9 @@ def test_the_lazy_export_names_the_extra_when_sqlalchemy_is_missing(
 
 # ------------------------------------------------------------------ database errors
 
+#: What a caller hears when the store's database fails (``store.base.unavailable_error``).
+UNAVAILABLE = "Internal error: the task store is unavailable; try again later"
+
 
 class Failing:
     """Wraps a store; the named methods raise OperationalError (a connection dropped)."""
@@ -255,7 +258,7 @@ def test_a_failed_create_is_internal_error_and_writes_nothing(
     with caplog.at_level(logging.ERROR, "flask_a2a"):
         answer = client.rpc("SendMessage", {"message": client.message("hi", skill="echo")})
     assert answer.status == 200 and answer.code == -32603
-    assert answer.error["message"] == "Internal error"
+    assert answer.error["message"] == UNAVAILABLE  # the database failed: try again later
     assert "hunter2" not in answer.text and "10.1.2.3" not in answer.text
     assert "hunter2" in caplog.text  # the details are in the log only
     assert inner.list_tasks(ListQuery("alice", tenanted=False)).total == 0
@@ -272,7 +275,7 @@ def test_a_failed_read_is_internal_error(
     store.failing.update({"get_task", "list_tasks"})
     for method, params in (("GetTask", {"id": task["id"]}), ("ListTasks", {})):
         answer = client.rpc(method, params)
-        assert answer.code == -32603 and answer.error["message"] == "Internal error"
+        assert answer.code == -32603 and answer.error["message"] == UNAVAILABLE
         assert "hunter2" not in answer.text
 
 

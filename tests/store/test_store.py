@@ -83,6 +83,25 @@ def test_duplicate_id_is_refused_and_changes_nothing(store: t.Any) -> None:
     assert store.get_task("t1").owner == "alice"
 
 
+def test_a_write_tried_again_after_its_answer_was_lost_is_that_write(store: t.Any) -> None:
+    """A create or update the database took, but whose answer was lost, is tried again with the
+    same content: the store finds it stored and answers it, never "exists" or a conflict
+    (issue 34 item 8). A different write to the same row still is refused."""
+    record = make_record("t1")
+    first = store.create_task(record)
+    assert store.create_task(record) == first
+    with pytest.raises(ValueError):
+        store.create_task(moved(record, TaskState.WORKING, T0))
+    change = moved(first, TaskState.COMPLETED, T0 + timedelta(seconds=1))
+    second = store.update_task(change, 1)
+    assert store.update_task(change, 1) == second
+    assert second.version == 2 and second.state is TaskState.COMPLETED
+    with pytest.raises(StaleTaskError) as caught:
+        store.update_task(moved(first, TaskState.FAILED, T0 + timedelta(seconds=1)), 1)
+    assert caught.value.current == second
+    assert store.get_task("t1") == second
+
+
 def test_update_bumps_the_version_and_stale_writes_fail(store: t.Any) -> None:
     first = store.create_task(make_record("t1"))
     second = store.update_task(moved(first, TaskState.WORKING, T0 + timedelta(seconds=1)), 1)
