@@ -115,7 +115,7 @@ def signing_keys() -> list[t.Any]:
     path = os.environ.get("A2A_EXAMPLE_SIGNING_KEY")
     if not path:
         return []
-    from flask_a2a.card.signing import SigningKey
+    from flask_a2a.card import SigningKey
 
     with open(path, "rb") as pem:
         return [SigningKey.from_pem(pem.read())]

@@ -29,7 +29,7 @@ from marshmallow import Schema, fields
 from sqlalchemy.orm import declarative_base, sessionmaker
 
 from flask_a2a import A2A, AgentCard, Entity, Principal
-from flask_a2a.entities.crud import crud_blueprint
+from flask_a2a.entities import crud_blueprint
 
 DEMO_TOKENS: dict[str, Principal] = {
     "alice-token": Principal(owner="alice"),

@@ -3,6 +3,11 @@
 The public names load on first use (PEP 562), so importing a submodule such as
 ``flask_a2a.gunicorn`` in gunicorn's master loads neither Flask nor requests nor ssl before
 gevent monkey-patches the workers.
+
+This package is the home of the names most apps use; the few others have one home each, the
+``__all__`` of a subpackage or module that docs/api.md lists ("Where names live"). Every other
+module path is private and may change (``tests/test_public_surface.py`` holds docs and examples
+to the homes).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ if t.TYPE_CHECKING:
     from .card.document import AgentCard as AgentCard
     from .client.a2a_client import A2AClient as A2AClient
     from .client.a2a_client import A2AClientError as A2AClientError
+    from .client.notifications import NotificationRejected as NotificationRejected
     from .config import ConfigError as ConfigError
     from .entities.entity import Entity as Entity
     from .exchange.reentry import AppAnswer as AppAnswer
@@ -64,14 +70,19 @@ if t.TYPE_CHECKING:
     from .protocol.errors import VersionNotSupportedError as VersionNotSupportedError
     from .protocol.extensions import AgentExtension as AgentExtension
     from .protocol.model import Artifact as Artifact
+    from .protocol.model import AuthenticationInfo as AuthenticationInfo
     from .protocol.model import Message as Message
     from .protocol.model import Part as Part
     from .protocol.model import Principal as Principal
+    from .protocol.model import PushConfig as PushConfig
     from .protocol.model import Role as Role
     from .protocol.model import Task as Task
+    from .protocol.model import TaskArtifactUpdateEvent as TaskArtifactUpdateEvent
     from .protocol.model import TaskState as TaskState
-    from .store import MemoryStore as MemoryStore
-    from .store import Store as Store
+    from .protocol.model import TaskStatus as TaskStatus
+    from .protocol.model import TaskStatusUpdateEvent as TaskStatusUpdateEvent
+    from .store.base import Store as Store
+    from .store.memory import MemoryStore as MemoryStore
 
 #: Public name -> the submodule defining it.
 _SOURCES: t.Final[dict[str, str]] = {
@@ -79,6 +90,7 @@ _SOURCES: t.Final[dict[str, str]] = {
     "AgentCard": "card.document",
     "A2AClient": "client.a2a_client",
     "A2AClientError": "client.a2a_client",
+    "NotificationRejected": "client.notifications",
     "ConfigError": "config",
     "Entity": "entities.entity",
     "A2AError": "protocol.errors",
@@ -113,19 +125,24 @@ _SOURCES: t.Final[dict[str, str]] = {
     "A2A": "extension",
     "from_prefixed_env": "flask_compat",
     "Artifact": "protocol.model",
+    "AuthenticationInfo": "protocol.model",
     "Message": "protocol.model",
     "Part": "protocol.model",
     "Principal": "protocol.model",
+    "PushConfig": "protocol.model",
     "Role": "protocol.model",
     "Task": "protocol.model",
+    "TaskArtifactUpdateEvent": "protocol.model",
     "TaskState": "protocol.model",
+    "TaskStatus": "protocol.model",
+    "TaskStatusUpdateEvent": "protocol.model",
     "Skill": "exchange.router",
     "AppAnswer": "exchange.reentry",
     "Reentry": "exchange.reentry",
     "GeventRunner": "exchange.runner",
     "ThreadRunner": "exchange.runner",
-    "MemoryStore": "store",
-    "Store": "store",
+    "MemoryStore": "store.memory",
+    "Store": "store.base",
     "TaskContext": "exchange.tasks",
     "TaskUpdater": "exchange.tasks",
 }

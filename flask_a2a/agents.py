@@ -28,6 +28,9 @@ if t.TYPE_CHECKING:
 
     from .state import A2AState
 
+#: Public (docs/api.md, "Where names live"); the rest of this module is private.
+__all__ = ["Agents", "agents"]
+
 log = logging.getLogger("flask_a2a")
 
 #: The name of an agent made without ``name=``; its tasks are stored as they always were.

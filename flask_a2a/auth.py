@@ -19,6 +19,9 @@ from flask import g
 if t.TYPE_CHECKING:
     from .protocol.model import Principal
 
+#: Public (docs/api.md, "Where names live"); the rest of this module is private.
+__all__ = ["flask_login_principal", "httpauth_principal", "jwt_principal", "user_id"]
+
 #: What a hook returns: a Principal, an owner id (str or int), or None (refused).
 Found = t.Union["Principal", str, int, None]
 PrincipalHook = t.Callable[[], Found]

@@ -33,6 +33,9 @@ from .state import A2AState
 from .store.base import ListQuery, TaskRecord, holds_nothing_at_rest
 from .store.choice import chosen_store, process_local
 
+#: Public (docs/api.md, "Where names live"); the rest of this module is private.
+__all__ = ["a2a_cli"]
+
 
 def _select_agent(agent: str | None) -> None:
     """``flask a2a --agent NAME ...``: the agent the command reads (apps with several)."""

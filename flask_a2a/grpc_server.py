@@ -46,6 +46,9 @@ if t.TYPE_CHECKING:
 
     from .state import A2AState
 
+#: Public (docs/api.md, "Where names live"); the rest of this module is private.
+__all__ = ["GrpcServer", "serve"]
+
 log = logging.getLogger("flask_a2a")
 
 #: Where ``flask a2a grpc`` listens without ``--bind``.

@@ -21,6 +21,9 @@ from __future__ import annotations
 import os
 import typing as t
 
+#: Public (docs/api.md, "Where names live"); the rest of this module is private.
+__all__ = ["child_exit", "worker_exit"]
+
 
 def worker_exit(server: t.Any, worker: t.Any) -> None:
     from .wiring import shutdown_all  # in the worker, where the app is already loaded

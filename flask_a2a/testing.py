@@ -18,6 +18,9 @@ from urllib.parse import quote
 from flask import Flask
 from werkzeug.test import TestResponse
 
+#: Public (docs/api.md, "Where names live"); the rest of this module is private.
+__all__ = ["A2ATestClient", "RPCResponse", "parse_sse"]
+
 
 class RPCResponse:
     """One JSON-RPC answer: the HTTP response plus its decoded body (for a stream holding one

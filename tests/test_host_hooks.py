@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import typing as t
+from urllib.parse import unquote
 
 import pytest
 from flask import redirect, request
@@ -143,7 +144,7 @@ def test_a_redirect_names_its_target() -> None:
     client.client.get("/login?user=alice")
     task = send_data(client, LIST_NOTES, {"CSRF-Token": "n-alice"}).result["task"]
     assert task["status"]["state"] == "TASK_STATE_FAILED"
-    assert status_text(task) == (
+    assert unquote(status_text(task)) == (  # Werkzeug before 2.1 quotes the "/" in next=
         "entity request failed: status 302 → /login?next=/api/v1/notes: "
         "the app did not accept the caller's credentials"
     )

@@ -3,4 +3,53 @@
 Each takes an :class:`~flask_a2a.exchange.calls.HTTPRequest`, runs the shared checks in
 ``checks.py``, calls one exchange method and answers with a
 :class:`~flask_a2a.exchange.calls.Reply`.
+
+The public names are ``__all__``: what a server built without Flask calls (docs/api.md,
+"Serving without Flask"), imported on first use.
 """
+
+from __future__ import annotations
+
+import importlib
+import typing as t
+
+if t.TYPE_CHECKING:
+    from ..exchange.calls import HTTPRequest as HTTPRequest
+    from ..exchange.calls import Reply as Reply
+    from .grpc_binding import RPCS as RPCS
+    from .grpc_binding import Refusal as Refusal
+    from .grpc_binding import handle as handle_grpc
+    from .jsonrpc import handle as handle_jsonrpc
+    from .rest import handle as handle_rest
+
+#: Public name -> (the module defining it, its name there).
+_SOURCES: t.Final[dict[str, tuple[str, str]]] = {
+    "HTTPRequest": ("..exchange.calls", "HTTPRequest"),
+    "Reply": ("..exchange.calls", "Reply"),
+    "handle_jsonrpc": (".jsonrpc", "handle"),
+    "handle_rest": (".rest", "handle"),
+    "handle_grpc": (".grpc_binding", "handle"),  # the grpc extra
+    "RPCS": (".grpc_binding", "RPCS"),
+    "Refusal": (".grpc_binding", "Refusal"),
+}
+
+__all__ = [
+    "HTTPRequest",
+    "Reply",
+    "handle_jsonrpc",
+    "handle_rest",
+    "handle_grpc",
+    "RPCS",
+    "Refusal",
+]
+
+if not t.TYPE_CHECKING:
+
+    def __getattr__(name: str) -> t.Any:
+        """Import the module defining ``name`` the first time it is asked for."""
+        if name not in _SOURCES:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module, attribute = _SOURCES[name]
+        value = getattr(importlib.import_module(module, __name__), attribute)
+        globals()[name] = value
+        return value

@@ -1,7 +1,14 @@
 """The agent card: the document, its JWS signing, served at the well-known path.
 
-The names of ``document.py`` are re-exported here, so ``flask_a2a.card`` keeps its old imports.
+The public names are ``__all__``: card signing, imported on first use (the ``signing`` extra).
+``AgentCard`` lives in ``flask_a2a``; the names of ``document.py`` below stay here for old
+imports, and are private.
 """
+
+from __future__ import annotations
+
+import importlib
+import typing as t
 
 from .document import (
     AGENT_CARD_PATH as AGENT_CARD_PATH,
@@ -39,3 +46,33 @@ from .document import (
 from .document import (
     skill_entry as skill_entry,
 )
+
+if t.TYPE_CHECKING:
+    from .signing import CardSignatureError as CardSignatureError
+    from .signing import SigningKey as SigningKey
+    from .signing import canonical_payload as canonical_payload
+    from .signing import jwks as jwks
+    from .signing import sign_card as sign_card
+    from .signing import verify_card as verify_card
+
+#: Public name -> the submodule defining it, imported on first use (``cryptography``).
+_SOURCES: t.Final[dict[str, str]] = {
+    "CardSignatureError": "signing",
+    "SigningKey": "signing",
+    "canonical_payload": "signing",
+    "jwks": "signing",
+    "sign_card": "signing",
+    "verify_card": "signing",
+}
+
+__all__ = list(_SOURCES)
+
+if not t.TYPE_CHECKING:
+
+    def __getattr__(name: str) -> t.Any:
+        """Import the module defining ``name`` the first time it is asked for."""
+        if name not in _SOURCES:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f".{_SOURCES[name]}", __name__), name)
+        globals()[name] = value
+        return value

@@ -17,6 +17,9 @@ import typing as t
 import marshmallow
 from marshmallow import Schema, ValidationError, fields
 
+#: Public (docs/api.md, "Where names live"); the rest of this module is private.
+__all__ = ["dump", "field_options", "load"]
+
 #: marshmallow 2: ``load``/``dump`` return ``(data, errors)``; ``load_from``/``dump_to`` keys.
 MARSHMALLOW_2: t.Final = not hasattr(marshmallow, "EXCLUDE")
 _FIELD_PARAMETERS: t.Final = frozenset(

@@ -18,6 +18,9 @@ if t.TYPE_CHECKING:
 
     from .sql import SQLStore
 
+#: Public (docs/api.md, "Where names live"); the rest of this module is private.
+__all__ = ["create_tables", "drop_tables", "include_name", "table_names"]
+
 #: Alembic's ``include_name(name, type_, parent_names) -> bool`` hook.
 IncludeName = t.Callable[[t.Optional[str], str, t.Mapping[str, t.Optional[str]]], bool]
 

@@ -73,6 +73,7 @@ def test_a_client_takes_its_own_transport_registry() -> None:
     picks from the card among them, talks through them, and leaves the module's registry (what
     every other client uses) as it was."""
     seen: list[str] = []
+    before = dict(bindings.TRANSPORTS)
 
     class Recording(RestTransport):
         def call(self, method: str, params: dict[str, t.Any], timeout: t.Any) -> t.Any:
@@ -94,7 +95,7 @@ def test_a_client_takes_its_own_transport_registry() -> None:
             assert type(default.transport) is JsonRpcTransport
             assert default.call("echo", "hi").status.state is TaskState.COMPLETED
     assert seen == ["SendMessage"]  # the default client went nowhere near the other registry
-    assert bindings.TRANSPORTS == {"JSONRPC": JsonRpcTransport, "HTTP+JSON": RestTransport}
+    assert bindings.TRANSPORTS == before and bindings.TRANSPORTS["HTTP+JSON"] is RestTransport
 
 
 # ------------------------------------------------------------------ a live agent
