@@ -31,12 +31,8 @@ import typing as t
 
 from flask import Flask, current_app, request
 
-from flask_a2a.push import (
-    NotificationRejected,
-    ReplayedNotification,
-    token_hash,
-    verify_notification,
-)
+from flask_a2a import NotificationRejected
+from flask_a2a.push import ReplayedNotification, token_hash, verify_notification
 
 #: Seconds after it was signed that a notification is still accepted.
 MAX_AGE = 300

@@ -23,6 +23,7 @@ if t.TYPE_CHECKING:
     from .card.document import AgentCard as AgentCard
     from .client.a2a_client import A2AClient as A2AClient
     from .client.a2a_client import A2AClientError as A2AClientError
+    from .client.notifications import NotificationRejected as NotificationRejected
     from .config import ConfigError as ConfigError
     from .entities.entity import Entity as Entity
     from .exchange.reentry import AppAnswer as AppAnswer
@@ -89,6 +90,7 @@ _SOURCES: t.Final[dict[str, str]] = {
     "AgentCard": "card.document",
     "A2AClient": "client.a2a_client",
     "A2AClientError": "client.a2a_client",
+    "NotificationRejected": "client.notifications",
     "ConfigError": "config",
     "Entity": "entities.entity",
     "A2AError": "protocol.errors",

@@ -18,6 +18,7 @@ import logging
 import re
 import typing as t
 
+from .config import ConfigError
 from .protocol.limits import refusal
 from .protocol.model import Principal
 from .protocol.scrub import scrub
@@ -25,7 +26,7 @@ from .protocol.scrub import scrub
 if t.TYPE_CHECKING:
     from flask import Flask
 
-    from .extension import A2AState
+    from .state import A2AState
 
 #: Public (docs/api.md, "Where names live"); the rest of this module is private.
 __all__ = ["Agents", "agents"]
@@ -46,7 +47,7 @@ SCOPE_MARK: t.Final = "@"
 
 def check_name(name: str) -> str:
     if not isinstance(name, str) or not AGENT_NAME.match(name):
-        raise ValueError(f"A2A name {name!r} must match {AGENT_NAME.pattern}")
+        raise ConfigError(f"A2A name= {name!r} must match {AGENT_NAME.pattern}")
     return name
 
 

@@ -22,12 +22,14 @@ from flask.cli import AppGroup
 from .agents import agent_of, agents
 from .cli_call import call_command, short_state
 from .cli_grpc import grpc_command
-from .extension import A2A, A2AState
+from .extension import A2A
 from .protocol import wire
 from .protocol.model import (
     Tier,
 )
 from .push.secrets import ROTATE_BATCH, rotate_sql_store
+from .push.webhooks import PushSender
+from .state import A2AState
 from .store.base import ListQuery, TaskRecord, holds_nothing_at_rest, offers, optional
 from .store.choice import chosen_store, process_local
 
@@ -401,7 +403,7 @@ def rotate_push_secrets_command(batch_size: int) -> None:
 def _push_queue() -> t.Any:
     """The app's push queue (push/queue.py), or a usage error naming the setting."""
     push = _state().exchange.push
-    queue = push.queue if push is not None else None
+    queue = push.queue if isinstance(push, PushSender) else None
     if queue is None:
         raise click.UsageError("A2A_PUSH_QUEUE is not set: push notifications go in process")
     return queue

@@ -22,7 +22,7 @@ from .wiring import shutdown_all
 if t.TYPE_CHECKING:
     from flask import Flask
 
-    from .extension import A2AState
+    from .state import A2AState
 
 #: What the command says when the extra is missing.
 MISSING_EXTRA: t.Final = (

@@ -46,7 +46,20 @@ _ZERO_IS_DEFAULT: t.Final = (
 
 
 class ConfigError(ValueError):
-    """An ``A2A_*`` setting that cannot be used; raised by ``init_app``, before any request."""
+    """An ``A2A_*`` setting or an ``A2A(...)`` argument (or what one declares: a ``Skill``, an
+    ``Entity``, a ``SigningKey``) that cannot be used; raised by ``A2A(...)`` and ``init_app``,
+    before any request, naming the setting or the argument. Catch this one class."""
+
+
+class ConfigTypeError(ConfigError, TypeError):
+    """A :class:`ConfigError` for an argument of the wrong kind; a ``TypeError`` too, as
+    0.1 raised, so an ``except TypeError`` written for it still catches it."""
+
+
+class ConfigRuntimeError(ConfigError, RuntimeError):
+    """A :class:`ConfigError` for a setting that collides with what the app already holds (a
+    route, an agent's name) or needs an extra not installed; a ``RuntimeError`` too, as 0.1
+    raised, so an ``except RuntimeError`` written for it still catches it."""
 
 
 _WORDS: t.Final = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}

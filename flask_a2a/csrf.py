@@ -16,7 +16,7 @@ from flask import Flask, current_app
 from .views import exchange_view, rest_view
 
 if t.TYPE_CHECKING:
-    from .extension import A2AState
+    from .state import A2AState
 
 
 def endpoints_of(app: Flask, blueprint: str, *, console: bool) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """The Flask extension: mounts the exchange and the agent card on an app.
 
 ``A2A(app, skills=[...], principal=...)`` or ``A2A(...).init_app(app)``. State lives in
-``app.extensions["a2a"]`` (an :class:`A2AState`); the extension object never holds the app.
+``app.extensions["a2a"]`` (a ``state.A2AState``); the extension object never holds the app.
 Several instances with their own ``name=`` are several agents on one app
 (``flask_a2a.agents``): ``app.extensions["a2a"]`` is the first, ``app.extensions["a2a_agents"]``
 holds them all.
@@ -17,16 +17,13 @@ import weakref
 from flask import Flask, current_app, has_app_context
 
 from .agents import DEFAULT_AGENT, REGISTRY_KEY, Scoping, agents, check_name
-from .bindings import rest_v03 as rest_v03_binding
-from .bindings import v03 as v03_binding
 from .card.document import (
     AGENT_CARD_PATH,
     AgentCard,
-    CardPublisher,
     check_card_config,
 )
 from .cli_entry import a2a_cli as lazy_a2a_cli
-from .config import DEFAULTS, Settings
+from .config import DEFAULTS, ConfigError, ConfigRuntimeError, ConfigTypeError, Settings
 from .csrf import endpoints_of, exempt_from_csrf, exempt_from_csrf_hook
 from .entities.dispatch import AppDispatcher
 from .entities.entity import Entity, EntityGate
@@ -42,14 +39,14 @@ from .logs import show_by_default
 from .ops.metrics import recorder
 from .protocol.extensions import declared_extensions
 from .protocol.model import Principal
-from .protocol.scrub import scrub
 from .push.secrets import PushSecrets
+from .push.webhooks import PushSender
+from .state import A2AState, OwnerLookup, OwnerName, PrincipalHook
 from .store.base import ListQuery, Store, holds_nothing_at_rest
-from .store.choice import ChosenStore, chosen_store, store_for
+from .store.choice import chosen_store, store_for
 from .versions import check_versions
 from .views import agent_blueprint, rest_unrouted
 from .wiring import (
-    LastOut,
     default_bus,
     extended_card,
     fleet_caps,
@@ -65,93 +62,13 @@ if t.TYPE_CHECKING:
 
     from .card.signing import SigningKey
 
-PrincipalHook = t.Callable[[], "Principal | str | int | None"]
 ExtendedCardHook = t.Callable[[Principal], t.Any]
-OwnerLookup = t.Callable[[str], "str | int | None"]
-OwnerName = t.Callable[[str], "str | None"]
 
 #: The views of an agent's blueprint the agent role serves.
 _ROLE_VIEWS: t.Final = (
     "exchange", "rest", "rest_root", "agent_card", "agent_card_root", "jwks",
     "protected_resource", "protected_resource_for_path", "healthz", "metrics",
 )  # fmt: skip
-
-
-class A2AState:
-    """Per-app state in ``app.extensions["a2a"]``."""
-
-    def __init__(
-        self,
-        exchange: Exchange,
-        principal: PrincipalHook,
-        card: AgentCard,
-        signing_keys: t.Sequence[SigningKey] = (),
-    ) -> None:
-        self.exchange = exchange
-        self.settings = exchange.settings
-        self.principal_hook = principal
-        self.card = card
-        #: Flask-WTF's CSRFProtect exempts the exchange views (done once it is registered).
-        self.csrf_exempted = False
-        #: The entity tools (None without entities); set by ``init_app``.
-        self.entities: EntityRegistry | None = None
-        #: Seals push secrets at rest (the memory store keeps them as given, in memory).
-        self.push_secrets: PushSecrets | None = None
-        #: The endpoint names this agent serves (``A2A.endpoints``); set by ``init_app``.
-        self.endpoints: tuple[str, ...] = ()
-        #: The host's ``owner_lookup`` (a user name to an owner id, for ``flask a2a``).
-        self.owner_lookup: OwnerLookup | None = None
-        #: The host's ``owner_name`` (an owner id to the name the console shows).
-        self.owner_name: OwnerName | None = None
-        #: Serves the card, the JWKS, RFC 9728 metadata and (agent role) the health route.
-        self.cards = CardPublisher(card, exchange.settings, exchange, signing_keys)
-        #: The agent's name (``A2A(name=...)``) and where its card is served.
-        self.name = exchange.settings.agent
-        self.card_path = AGENT_CARD_PATH
-        #: The agent's tenant scoping (set by ``init_app``; the default agent's changes nothing).
-        self.scoping: Scoping | None = None
-        #: The store as ``store_for`` made it (agents of one app share it).
-        self.store_handle: ChosenStore | None = None
-        #: Close the bus and the store with the last of the app's agents sharing them.
-        self.close_bus: LastOut | None = None
-        self.close_store: LastOut | None = None
-        #: The method tables of the versions served beside 1.0 (A2A_PROTOCOL_VERSIONS).
-        self.legacy: dict[str, t.Mapping[str, t.Any]] | None = (
-            {"0.3": v03_binding.methods(exchange.methods)}
-            if "0.3" in exchange.settings.protocol_versions
-            else None
-        )
-        #: The v0.3 HTTP+JSON routes (``{A2A_REST_PATH}/v1/...``), when 0.3 is served.
-        self.legacy_rest: t.Mapping[str, t.Any] | None = (
-            rest_v03_binding.methods(exchange.methods) if self.legacy is not None else None
-        )
-
-    def store(self) -> Store:
-        """The task store (chosen now if it was not yet: see ``store_choice``)."""
-        return chosen_store(self.exchange.store)
-
-    def resolve_principal(self) -> Principal | None:
-        """Run the host's hook in the current request; a plain string or int (``user.id``) is
-        taken as the owner. Anything else fails the request naming the hook (a log ERROR,
-        -32603 to the caller)."""
-        found: object = self.principal_hook()
-        if found is None:
-            return None
-        if isinstance(found, Principal):
-            return self._scoped(found)
-        if isinstance(found, (str, int)) and not isinstance(found, bool) and found != "":
-            return self._scoped(Principal(owner=str(found)))
-        hook = self.principal_hook
-        name = f"{getattr(hook, '__module__', '?')}.{getattr(hook, '__qualname__', hook)}"
-        raise TypeError(
-            f"the principal hook {name} returned {type(found).__name__} "
-            f"{scrub(repr(found))[:80]}: return a "
-            "flask_a2a.Principal, an owner id (a non-empty str or an int) or None"
-        )
-
-    def _scoped(self, principal: Principal) -> Principal:
-        """The principal as this agent stores and checks tasks with (``flask_a2a.agents``)."""
-        return principal if self.scoping is None else self.scoping.stored(principal)
 
 
 class A2A:
@@ -235,24 +152,41 @@ class A2A:
         self._name = check_name(name) if name is not None else DEFAULT_AGENT
         self._prefix = (url_prefix or "").rstrip("/")
         if self._prefix and not self._prefix.startswith("/"):
-            raise ValueError(f"A2A url_prefix must start with '/', got {url_prefix!r}")
+            raise ConfigError(f"A2A url_prefix= must start with '/', got {url_prefix!r}")
         self._config = dict(config or {})
         unknown = sorted(key for key in self._config if key not in DEFAULTS)
         if unknown:
-            raise ValueError(f"A2A config= takes A2A_* settings; unknown: {unknown}")
+            raise ConfigError(f"A2A config= takes A2A_* settings; unknown: {unknown}")
         self._well_known = well_known_card
         self._bus = bus
         self._console_admin = console_admin
         self._owner_lookup = owner_lookup
         self._owner_name = owner_name
-        if reentry is not None and not callable(reentry):
-            raise TypeError("A2A reentry= must be a function of a flask_a2a.Reentry")
+        hooks = {
+            "principal": principal,
+            "extended_card": extended_card,
+            "entity_gate": entity_gate,
+            "console_admin": console_admin,
+            "owner_lookup": owner_lookup,
+            "owner_name": owner_name,
+            "reentry": reentry,
+        }
+        for hook_name, hook in hooks.items():
+            if hook is not None and not callable(hook):
+                raise ConfigTypeError(
+                    f"A2A {hook_name}= must be a function, not {type(hook).__name__} "
+                    "(docs/api.md says what it is called with)"
+                )
         self._reentry = reentry
         self._entities = list(entities)
         self._entity_gate = entity_gate
         self._push_client = push_client
         self._push_resolver = push_resolver
         self._skills = list(skills)
+        if isinstance(signing_keys, (str, bytes, dict)) or not isinstance(signing_keys, t.Iterable):
+            raise ConfigTypeError(
+                f"A2A signing_keys= takes a list of SigningKey, not {type(signing_keys).__name__}"
+            )
         self._signing_keys = tuple(signing_keys)
         self._principal = principal
         self._store = store
@@ -268,14 +202,14 @@ class A2A:
         check_versions()  # a library below its floor: one ConfigError, not a TypeError later
         registry = agents(app)
         if app in self._states or self._name in registry.states:
-            raise RuntimeError(
+            raise ConfigRuntimeError(
                 f"A2A is already registered on this app as the agent {self._name!r}; "
                 "register each instance once, and give a second agent its own name= "
                 "(A2A(app, name='billing', url_prefix='/billing', ...))"
             )
         first = registry.first()
         if self._principal is None:
-            raise ValueError(
+            raise ConfigError(
                 "A2A needs principal=: a function returning the caller's Principal (tasks are "
                 "per-user data, there is no anonymous posture)"
             )
@@ -290,17 +224,18 @@ class A2A:
         for rule in app.url_map.iter_rules():
             theirs = rule.endpoint.partition(".")[0] in registry.by_blueprint
             if theirs and rule.rule in (card_path, AGENT_CARD_PATH if well_known else card_path):
-                raise RuntimeError(
+                raise ConfigRuntimeError(
                     f"{rule.rule!r} already serves the card of {rule.endpoint!r}; give the "
-                    "agent a url_prefix= (only one agent's card is at the well-known path)"
+                    "agent a url_prefix= (only one agent's card is at the well-known path: "
+                    "well_known_card=)"
                 )
             if rule.rule == settings.path:
-                raise RuntimeError(
+                raise ConfigRuntimeError(
                     f"A2A_PATH {settings.path!r} is already routed to {rule.endpoint!r}; "
                     "choose another A2A_PATH"
                 )
             if settings.rest_mount is not None and rule.rule.startswith(settings.rest_mount + "/"):
-                raise RuntimeError(
+                raise ConfigRuntimeError(
                     f"A2A_REST_PATH {settings.rest_mount!r} already holds the route "
                     f"{rule.rule!r} ({rule.endpoint!r}); choose another A2A_REST_PATH, "
                     "or '' to serve no REST binding"
@@ -482,7 +417,7 @@ class A2A:
         """
         mine = self.state(app)
         every = mine.scoping.registry.states.values() if mine.scoping is not None else [mine]
-        pushes = [s.exchange.push for s in every if s.exchange.push is not None]
+        pushes = [s.exchange.push for s in every if isinstance(s.exchange.push, PushSender)]
         # Their ids first: a push queue keeps each task's delivery status beside the store.
         task_ids = _task_ids(mine.exchange.store, owner) if any(p.queue for p in pushes) else []
         removed = mine.exchange.store.erase_owner(owner)

@@ -44,7 +44,7 @@ from .versions import check_versions
 if t.TYPE_CHECKING:
     from google.protobuf.message import Message
 
-    from .extension import A2AState
+    from .state import A2AState
 
 #: Public (docs/api.md, "Where names live"); the rest of this module is private.
 __all__ = ["GrpcServer", "serve"]

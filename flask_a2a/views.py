@@ -27,7 +27,7 @@ from .protocol.errors import A2AError
 from .protocol.model import Principal
 
 if t.TYPE_CHECKING:
-    from .extension import A2AState
+    from .state import A2AState
 
 #: HTTP methods routed to the endpoint so that anything but POST gets a JSON-RPC 405.
 ALL_METHODS: t.Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]

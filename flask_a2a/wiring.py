@@ -13,7 +13,7 @@ import dataclasses
 import typing as t
 import weakref
 
-from .config import Settings
+from .config import ConfigRuntimeError, Settings
 from .exchange.bus import Bus, BusHooks
 from .exchange.methods import Exchange
 from .exchange.runner import Runner, RunSlots
@@ -129,7 +129,7 @@ def default_bus(settings: Settings) -> Bus | None:
     try:
         from .fleet.redis_bus import RedisBus
     except ImportError as exc:
-        raise RuntimeError(
+        raise ConfigRuntimeError(
             "A2A_REDIS_URL needs the redis extra: pip install 'flask-a2a[redis]'"
         ) from exc
     return RedisBus.from_settings(settings)

@@ -15,7 +15,7 @@ from flask import Flask, request, url_for
 from marshmallow import Schema, fields
 from prometheus_client.parser import text_string_to_metric_families
 
-from flask_a2a import A2A, Entity, Part, Principal, Skill, TaskContext
+from flask_a2a import A2A, ConfigError, Entity, Part, Principal, Skill, TaskContext
 from flask_a2a.agents import agents
 from flask_a2a.cli import a2a_cli
 from flask_a2a.exchange.bus import Bus, BusHooks
@@ -81,10 +81,10 @@ def two() -> t.Iterator[Pair]:
 def test_a_second_instance_was_refused_and_now_needs_only_a_name() -> None:
     app = Flask("refused")
     A2A(app, skills=skills("a"), principal=token_principal)
-    with pytest.raises(RuntimeError, match="give a second agent its own name="):
+    with pytest.raises(ConfigError, match="give a second agent its own name="):
         A2A(app, skills=skills("b"), principal=token_principal, url_prefix="/b")
     second = A2A(app, name="b", url_prefix="/b", skills=skills("b"), principal=token_principal)
-    with pytest.raises(RuntimeError, match="already registered on this app as the agent 'b'"):
+    with pytest.raises(ConfigError, match="already registered on this app as the agent 'b'"):
         second.init_app(app)
     assert list(agents(app).states) == ["default", "b"]
     assert app.extensions["a2a"] is agents(app).get("default")  # the first, as before
@@ -252,7 +252,7 @@ def test_the_well_known_card_is_one_agents_or_none() -> None:
     )
     card = chosen.test_client().get("/.well-known/agent-card.json").get_json()
     assert card["supportedInterfaces"][0]["url"] == "http://localhost/b/a2a"
-    with pytest.raises(RuntimeError, match="already serves the card"):
+    with pytest.raises(ConfigError, match="already serves the card"):
         A2A(
             chosen,
             name="c",
@@ -263,7 +263,7 @@ def test_the_well_known_card_is_one_agents_or_none() -> None:
         )
     clash = Flask("clash")
     A2A(clash, skills=skills("a"), principal=token_principal)
-    with pytest.raises(RuntimeError, match="already serves the card"):
+    with pytest.raises(ConfigError, match="already serves the card"):
         A2A(
             clash,
             name="b",

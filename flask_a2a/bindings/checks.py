@@ -211,11 +211,6 @@ def check_content_type(http: HTTPRequest) -> None:
         )
 
 
-def check_version(http: HTTPRequest) -> None:
-    """The ``A2A-Version`` a 1.0-only check accepts: none, or 1.x (else -32009)."""
-    requested_version(http, "")
-
-
 def requested_version(http: HTTPRequest, name: str, legacy: t.Collection[str] = ()) -> str:
     """Which version a call speaks (docs/protocol-versions.md): the ``A2A-Version`` header
     (or query parameter) when given; without one, a slash-form method name (``message/send``)

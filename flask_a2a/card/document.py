@@ -19,6 +19,7 @@ import typing as t
 from flask import Flask, Response, abort, has_request_context, request
 from werkzeug.http import http_date
 
+from ..config import ConfigError, ConfigRuntimeError, ConfigTypeError
 from ..exchange.router import Skill
 from ..protocol import v03_card
 from ..protocol.extensions import AgentExtension, declared_extensions
@@ -196,18 +197,36 @@ def check_card_config(
     """Refuse, at startup, configurations that would advertise or sign the wrong thing."""
     path = card.endpoint_path
     if path is not None and path != settings.path:
-        raise RuntimeError(
-            f"the agent card advertises {path!r} but the exchange is mounted at "
-            f"A2A_PATH {settings.path!r}; the two must name the same path"
+        raise ConfigRuntimeError(
+            f"the agent card (card=) advertises endpoint_path {path!r} but the exchange is "
+            f"mounted at A2A_PATH {settings.path!r}; the two must name the same path"
         )
     if signing_keys:
+        check_signing_keys(signing_keys)
         kids = [k.kid for k in signing_keys]
         if len(set(kids)) != len(kids):
-            raise ValueError(f"signing keys must have distinct kids, got {kids}")
+            raise ConfigError(f"A2A signing_keys= must have distinct kids, got {kids}")
         if not settings.public_base_url and not app.config.get("TRUSTED_HOSTS"):
-            raise RuntimeError(
-                "a signed card built from the request's Host header would sign any host a "
-                "caller names: set A2A_PUBLIC_BASE_URL or TRUSTED_HOSTS"
+            raise ConfigRuntimeError(
+                "A2A signing_keys=: a signed card built from the request's Host header would "
+                "sign any host a caller names: set A2A_PUBLIC_BASE_URL or TRUSTED_HOSTS"
+            )
+
+
+def check_signing_keys(signing_keys: t.Sequence[t.Any]) -> None:
+    """Each key is a ``SigningKey`` (a JWK dict or a PEM is not: say what to pass instead)."""
+    try:
+        from .signing import SigningKey
+    except ImportError:
+        raise ConfigRuntimeError(
+            "A2A signing_keys= needs the signing extra: pip install 'flask-a2a[signing]'"
+        ) from None
+    for index, key in enumerate(signing_keys):
+        if not isinstance(key, SigningKey):
+            raise ConfigTypeError(
+                f"A2A signing_keys= takes flask_a2a.card.signing.SigningKey objects "
+                f"(SigningKey.from_pem(pem), or SigningKey(kid, private_key)); "
+                f"signing_keys[{index}] is a {type(key).__name__}"
             )
 
 

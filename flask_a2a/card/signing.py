@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
     encode_dss_signature,
 )
 
+from ..config import ConfigError
 from ..protocol import v03_card
 
 PrivateKey = t.Union[ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey]
@@ -105,10 +106,10 @@ class SigningKey:
 
     def __post_init__(self) -> None:
         if not self.kid:
-            raise ValueError("SigningKey.kid must be a non-empty string")
+            raise ConfigError("SigningKey.kid must be a non-empty string")
         alg = self.alg or _alg_for(self.private_key)
         if alg != _alg_for(self.private_key):
-            raise ValueError(f"SigningKey {self.kid!r}: alg {alg!r} does not fit the key type")
+            raise ConfigError(f"SigningKey {self.kid!r}: alg {alg!r} does not fit the key type")
         object.__setattr__(self, "alg", alg)
 
     @classmethod
@@ -118,7 +119,7 @@ class SigningKey:
         data = pem.encode() if isinstance(pem, str) else pem
         key = serialization.load_pem_private_key(data, password=password)
         if not isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
-            raise ValueError("only EC P-256 (ES256) and RSA (RS256) keys can sign the card")
+            raise ConfigError("only EC P-256 (ES256) and RSA (RS256) keys can sign the card")
         jwk = public_jwk(key.public_key())
         return cls(kid=kid or thumbprint(jwk), private_key=key)
 
@@ -142,13 +143,13 @@ class SigningKey:
 def _alg_for(key: PrivateKey | PublicKey) -> str:
     if isinstance(key, (ec.EllipticCurvePrivateKey, ec.EllipticCurvePublicKey)):
         if not isinstance(key.curve, ec.SECP256R1):
-            raise ValueError("EC signing keys must be on P-256 (ES256)")
+            raise ConfigError("EC signing keys must be on P-256 (ES256)")
         return "ES256"
     if isinstance(key, (rsa.RSAPrivateKey, rsa.RSAPublicKey)):
         if key.key_size < 2048:
-            raise ValueError("RSA signing keys must have at least 2048 bits")
+            raise ConfigError("RSA signing keys must have at least 2048 bits")
         return "RS256"
-    raise ValueError("only EC P-256 (ES256) and RSA (RS256) keys can sign the card")
+    raise ConfigError("only EC P-256 (ES256) and RSA (RS256) keys can sign the card")
 
 
 def _int_b64(value: int, size: int | None = None) -> str:

@@ -1,9 +1,9 @@
 """A small A2A client (JSON-RPC or HTTP+JSON, SSE) for tests, scripts and agent-to-agent
 calls, and the receiving end of push notifications (``parse_notification``).
 
-The public names are ``__all__``; ``A2AClient`` and ``A2AClientError`` live in ``flask_a2a``
-(``A2AClient`` is here too, the same object, for old imports), and the other names below are
-private.
+The public names are ``__all__``; ``A2AClient``, ``A2AClientError`` and ``NotificationRejected``
+live in ``flask_a2a`` (``A2AClient`` and ``NotificationRejected`` are here too, the same
+objects, for old imports), and the other names below are private.
 """
 
 from .a2a_client import (
@@ -34,7 +34,13 @@ from .a2a_client import (
     jsonrpc_endpoint as jsonrpc_endpoint,
 )
 from .bindings import (
+    TRANSPORTS as TRANSPORTS,
+)
+from .bindings import (
     Transport as Transport,
+)
+from .jsonrpc import (
+    JsonRpcTransport as JsonRpcTransport,
 )
 from .messages import (
     build_message as build_message,
@@ -48,6 +54,9 @@ from .notifications import (
 from .notifications import (
     parse_notification as parse_notification,
 )
+from .rest import (
+    RestTransport as RestTransport,
+)
 from .sse import (
     EventStream as EventStream,
 )
@@ -56,9 +65,11 @@ from .v03 import (
 )
 
 __all__ = [
+    "TRANSPORTS",
     "EventStream",
-    "NotificationRejected",
+    "JsonRpcTransport",
     "PushConfigPage",
+    "RestTransport",
     "TaskListPage",
     "Transport",
     "build_message",

@@ -94,6 +94,10 @@ class A2AClient:
     :param session: a ``requests.Session`` to use (its owner closes it); a new one otherwise.
         The client writes nothing onto it: its headers and credentials go with each request,
         so clients of different users may share one session.
+    :param transports: this client's registry of bindings, ``protocolBinding`` -> the class
+        that speaks it (``bindings.Transport``, made with ``(url, requester, tenant)``), in
+        the order the client prefers them; ``flask_a2a.client.bindings.TRANSPORTS`` (JSON-RPC,
+        HTTP+JSON) when not given. A client told no ``binding`` speaks the first.
     """
 
     def __init__(
@@ -109,6 +113,7 @@ class A2AClient:
         headers: t.Mapping[str, str] | None = None,
         session: requests.Session | None = None,
         binding: str | None = None,
+        transports: bindings.Transports | None = None,
     ) -> None:
         if token is not None and auth is not None:
             raise ValueError("pass token= or auth=, not both")
@@ -116,6 +121,10 @@ class A2AClient:
         self.send_timeout = send_timeout
         self.stream_timeout = stream_timeout
         self.tenant = tenant
+        #: The bindings this client speaks, and the transport class of each.
+        self.transports: bindings.Transports = (
+            transports if transports is not None else bindings.TRANSPORTS
+        )
         #: The agent card, once fetched (by :meth:`from_card_url` or :meth:`get_agent_card`).
         self.card: dict[str, t.Any] | None = None
         self.card_url = _origin(endpoint) + AGENT_CARD_PATH
@@ -132,10 +141,9 @@ class A2AClient:
         #: Each request, with this client's headers and credentials (``requester.py``).
         self.http = Requester(self.session, own, auth)
         #: How the client talks to the agent (one binding's wire; see ``bindings.py``).
+        named = bindings.binding_name(binding or next(iter(self.transports)), self.transports)
         self.transport: Transport = bindings.transport(
-            Interface(endpoint, bindings.binding_name(binding or bindings.JSONRPC)),
-            self.http,
-            tenant,
+            Interface(endpoint, named), self.http, tenant, self.transports
         )
 
     @property
@@ -151,7 +159,7 @@ class A2AClient:
     def use(self, interface: Interface) -> None:
         """Talk to ``interface`` from now on (its tenant unless the client was given one)."""
         previous = self.transport
-        self.transport = bindings.transport(interface, self.http, self.tenant)
+        self.transport = bindings.transport(interface, self.http, self.tenant, self.transports)
         _close_transport(previous)
 
     # ------------------------------------------------------------------ building
@@ -168,12 +176,14 @@ class A2AClient:
         try:
             card = client.get_agent_card(card_url)
             try:
-                client.use(bindings.choose(card, card_url, binding))
+                client.use(bindings.choose(card, card_url, binding, client.transports))
             except A2AClientError:
                 # No 1.x interface: an agent that serves JSON-RPC in v0.3 only is spoken to in
                 # v0.3 (client/v03.py), unless another binding was asked for.
                 legacy = v03_client.legacy_endpoint(card, card_url)
-                if legacy is None or (binding and bindings.binding_name(binding) != "JSONRPC"):
+                if legacy is None or (
+                    binding and bindings.binding_name(binding, client.transports) != "JSONRPC"
+                ):
                     raise
                 client.transport = v03_client.V03Transport(legacy, client.http)
         except BaseException:
@@ -201,7 +211,7 @@ class A2AClient:
             except BaseException:
                 client.close()
                 raise
-            listed = bindings.at_url(card, client.card_url, url)
+            listed = bindings.at_url(card, client.card_url, url, client.transports)
             if listed is not None:
                 client.use(listed)
         return client

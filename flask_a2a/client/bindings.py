@@ -3,10 +3,12 @@
 A client picks the way the official SDK does: the card's ``supportedInterfaces`` in the card's
 order (the first is the agent's preference), the first whose ``protocolBinding`` it speaks and
 whose ``protocolVersion`` is 1.x; ``binding=`` narrows the choice to one binding. Each binding
-is one :class:`Transport` class in :data:`TRANSPORTS` (``jsonrpc.py``, ``rest.py``,
-``grpc_transport.py``), so another binding (A2A v0.3) is one more entry, and nothing above the
-transport knows the wire. gRPC is spoken with the ``grpc`` extra only: without it a card's
-``GRPC`` interface is passed over (and asking for it says what to install).
+is one :class:`Transport` class in a registry, :data:`TRANSPORTS` (``jsonrpc.py``, ``rest.py``,
+``grpc_transport.py``) unless a client was given its own (``A2AClient(transports=...)``), so
+another binding is one more entry, and nothing above the transport knows the wire. The
+functions here take the registry to read; a client passes its own. gRPC is spoken with the
+``grpc`` extra only: without it a card's ``GRPC`` interface is passed over (and asking for it
+says what to install).
 """
 
 from __future__ import annotations
@@ -48,6 +50,13 @@ class Transport(t.Protocol):
     def stream(self, method: str, params: dict[str, t.Any], timeout: Timeout) -> EventStream: ...
 
 
+#: Makes the transport of one interface: ``(url, requester, tenant)``.
+TransportClass = t.Callable[[str, Requester, t.Optional[str]], Transport]
+#: A registry: ``protocolBinding`` (the card's spelling) -> the transport class that speaks it,
+#: in the order a client prefers them (its first is the binding of a client told none).
+Transports = t.Mapping[str, TransportClass]
+
+
 def _grpc_transport(url: str, session: Requester, tenant: str | None) -> Transport:
     """The gRPC transport, imported when first used (the ``grpc`` extra)."""
     if not grpc_spoken():
@@ -68,20 +77,22 @@ def grpc_spoken() -> bool:
     return True
 
 
-#: ``protocolBinding`` -> the transport class that speaks it.
-TRANSPORTS: t.Final[dict[str, t.Callable[..., Transport]]] = {
+#: The registry a client uses unless given its own (``A2AClient(transports=...)``).
+TRANSPORTS: t.Final[dict[str, TransportClass]] = {
     JSONRPC: JsonRpcTransport,
     HTTP_JSON: RestTransport,
     GRPC: _grpc_transport,
 }
 
 
-def binding_name(binding: str) -> str:
-    """``binding`` in the card's spelling (``JSONRPC``, ``HTTP+JSON``); ValueError if unknown."""
+def binding_name(binding: str, transports: Transports = TRANSPORTS) -> str:
+    """``binding`` in the card's spelling (``JSONRPC``, ``HTTP+JSON``, ``GRPC``); ValueError
+    unless ``transports`` speaks it."""
     name = _ALIASES.get(binding.strip().lower(), binding.strip().upper())
-    if name not in TRANSPORTS:
+    if name not in transports:
         raise ValueError(
-            f"unknown binding {binding!r}: use one of {', '.join(TRANSPORTS)} (or 'rest')"
+            f"unknown binding {binding!r}: use one of {', '.join(transports)}"
+            + (" (or 'rest')" if HTTP_JSON in transports else "")
         )
     return name
 
@@ -96,16 +107,19 @@ class Interface:
     version: str = "1.0"
 
 
-def interfaces(card: t.Mapping[str, t.Any], card_url: str) -> list[Interface]:
-    """The card's 1.x interfaces of the bindings this client knows, in the card's order; an
-    HTTP one's URL absolute, a gRPC one's ``host:port`` as it is."""
+def interfaces(
+    card: t.Mapping[str, t.Any], card_url: str, transports: Transports = TRANSPORTS
+) -> list[Interface]:
+    """The card's 1.x interfaces of the bindings ``transports`` speaks, in the card's order;
+    an HTTP one's URL absolute, a gRPC one's ``host:port`` as it is."""
     found = []
     for entry in card.get("supportedInterfaces") or ():
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
             continue
-        binding = _ALIASES.get(str(entry.get("protocolBinding", "")).lower())
+        named = str(entry.get("protocolBinding", ""))
+        binding = _ALIASES.get(named.lower(), named.upper())
         version = str(entry.get("protocolVersion", ""))
-        if binding is None or not (version == "1" or version.startswith("1.")):
+        if binding not in transports or not (version == "1" or version.startswith("1.")):
             continue
         tenant = entry.get("tenant")
         url = entry["url"] if binding == GRPC else urljoin(card_url, entry["url"])
@@ -115,34 +129,52 @@ def interfaces(card: t.Mapping[str, t.Any], card_url: str) -> list[Interface]:
     return found
 
 
-def choose(card: t.Mapping[str, t.Any], card_url: str, binding: str | None = None) -> Interface:
-    """The interface to use: the card's first one this client speaks (of ``binding`` when
-    given; a gRPC one only with the ``grpc`` extra). Raises :class:`A2AClientError` when the
-    card offers none."""
-    wanted = binding_name(binding) if binding is not None else None
-    listed = interfaces(card, card_url)
+def choose(
+    card: t.Mapping[str, t.Any],
+    card_url: str,
+    binding: str | None = None,
+    transports: Transports = TRANSPORTS,
+) -> Interface:
+    """The interface to use: the card's first one ``transports`` speaks (of ``binding`` when
+    given; a gRPC one, with the module's gRPC transport, only with the ``grpc`` extra).
+    Raises :class:`A2AClientError` when the card offers none."""
+    wanted = binding_name(binding, transports) if binding is not None else None
+    listed = interfaces(card, card_url, transports)
     for interface in listed:
-        if interface.binding == GRPC and not grpc_spoken():
+        if interface.binding == GRPC and not _speaks_grpc(transports):
             continue
         if wanted is None or interface.binding == wanted:
             return interface
-    offered = wanted or " or ".join(TRANSPORTS)
+    offered = wanted or " or ".join(transports)
     missing = any(i.binding == GRPC for i in listed) and wanted in (None, GRPC)
     hint = f" ({GRPC_EXTRA})" if missing else ""
     raise A2AClientError(f"the agent card at {card_url} offers no {offered} 1.x interface{hint}")
 
 
-def at_url(card: t.Mapping[str, t.Any], card_url: str, url: str) -> Interface | None:
-    """The card's interface served at ``url`` (an endpoint the caller named), if it lists one."""
-    for interface in interfaces(card, card_url):
+def _speaks_grpc(transports: Transports) -> bool:
+    """A registry's gRPC transport can be used (the module's needs the ``grpc`` extra)."""
+    return transports.get(GRPC) is not _grpc_transport or grpc_spoken()
+
+
+def at_url(
+    card: t.Mapping[str, t.Any], card_url: str, url: str, transports: Transports = TRANSPORTS
+) -> Interface | None:
+    """The card's interface served at ``url`` (an endpoint the caller named), if it lists one
+    that ``transports`` speaks."""
+    for interface in interfaces(card, card_url, transports):
         if interface.url.rstrip("/") == url.rstrip("/"):
             return interface
     return None
 
 
-def transport(interface: Interface, session: Requester, tenant: str | None) -> Transport:
-    """The transport for ``interface``; ``tenant`` (the caller's, else the interface's) goes
-    into every request, as spec §5.3 asks."""
-    return TRANSPORTS[interface.binding](
+def transport(
+    interface: Interface,
+    session: Requester,
+    tenant: str | None,
+    transports: Transports = TRANSPORTS,
+) -> Transport:
+    """The transport for ``interface``, from ``transports``; ``tenant`` (the caller's, else the
+    interface's) goes into every request, as spec §5.3 asks."""
+    return transports[interface.binding](
         interface.url, session, tenant if tenant is not None else interface.tenant
     )

@@ -26,9 +26,24 @@ MAX_NOTIFICATION_BYTES: t.Final = 1024 * 1024
 
 
 class NotificationRejected(A2AClientError):
-    """A webhook POST that is not a notification this host asked for: ``status`` is the HTTP
-    status to answer it with (401 a wrong or missing token, 413 too large, 400 not a
-    StreamResponse)."""
+    """A webhook POST that is not a notification this host asked for, whichever check refused
+    it: :func:`parse_notification` here, or ``flask_a2a.push.verify_notification`` (which
+    raises this very class, so one ``except`` catches both).
+
+    ``reason`` says why in a word a receiver can log (``token``, ``authorization``,
+    ``too_large``, ``malformed``; ``verify_notification`` lists its own), ``detail`` says more,
+    and ``status`` is the HTTP status to answer with: 401 for a notification that does not
+    prove where it came from, 413 too large, 400 not a StreamResponse, 503 when the agent's
+    JWKS cannot be read now (its sender retries later), 200 for a replay (acknowledged, not
+    acted on again).
+    """
+
+    status: int
+
+    def __init__(self, reason: str, detail: str = "", status: int = 401) -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason, status)
+        self.reason = reason
+        self.detail = detail
 
 
 class _Request(t.Protocol):
@@ -59,14 +74,14 @@ def parse_notification(
     if token is not None and not any(
         _same(request.headers.get(name), token) for name in TOKEN_HEADERS
     ):
-        raise NotificationRejected("the notification token does not match", 401)
+        raise NotificationRejected("token", "the notification token does not match")
     if authorization is not None and not _same(request.headers.get("Authorization"), authorization):
-        raise NotificationRejected("the notification's Authorization does not match", 401)
+        raise NotificationRejected("authorization", "the Authorization does not match")
     if request.content_length is not None and request.content_length > max_bytes:
-        raise NotificationRejected("the notification is too large", 413)
+        raise NotificationRejected("too_large", f"over {max_bytes} bytes", 413)
     body = request.get_data()
     if len(body) > max_bytes:
-        raise NotificationRejected("the notification is too large", 413)
+        raise NotificationRejected("too_large", f"over {max_bytes} bytes", 413)
     try:
         payload = json.loads(body)
         if not isinstance(payload, dict) or len(payload) != 1 or not _KINDS & payload.keys():
@@ -74,7 +89,7 @@ def parse_notification(
         event = wire.event_from_wire(payload)
     except Exception as exc:  # JSON, shape, a field the model refuses: the body is wrong
         raise NotificationRejected(
-            f"the notification is not a StreamResponse: {type(exc).__name__}", 400
+            "malformed", f"not a StreamResponse: {type(exc).__name__}", 400
         ) from None
     return t.cast(StreamEvent, event)
 

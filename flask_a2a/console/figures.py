@@ -15,6 +15,7 @@ import typing as t
 
 from ..ops.health import check
 from ..ops.metrics import PrometheusRecorder, recorder
+from ..push.webhooks import PushSender
 
 if t.TYPE_CHECKING:
     from ..exchange.methods import Exchange
@@ -56,7 +57,7 @@ def figures(exchange: Exchange) -> dict[str, t.Any]:
     """Everything the panel shows, JSON-ready (no owner ids, no task ids)."""
     runs = exchange.live_runs()
     by_skill = collections.Counter(run.record.skill for run in runs)
-    push = exchange.push
+    push = exchange.push if isinstance(exchange.push, PushSender) else None
     settings = exchange.settings
     return {
         "pid": os.getpid(),

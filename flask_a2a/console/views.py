@@ -28,8 +28,8 @@ from ..protocol.scrub import scrub
 from .figures import figures
 
 if t.TYPE_CHECKING:
-    from ..extension import A2AState
     from ..protocol.model import Principal
+    from ..state import A2AState
 
 log = logging.getLogger("flask_a2a")
 

@@ -14,6 +14,7 @@ import typing as t
 
 from marshmallow import Schema
 
+from ..config import ConfigError, ConfigTypeError
 from ..exchange.reentry import ReentryHook
 from ..protocol.model import Principal
 from .operations import Argument, Operation
@@ -85,26 +86,26 @@ class Entity:
     def __post_init__(self) -> None:
         for label, value in (("name", self.name), ("namespace", self.namespace)):
             if value is not None and not _NAME.match(value):
-                raise ValueError(f"Entity {label} {value!r} must match {_NAME.pattern}")
+                raise ConfigError(f"Entity {label} {value!r} must match {_NAME.pattern}")
         if self.title is not None and (not isinstance(self.title, str) or not self.title.strip()):
-            raise ValueError(f"Entity {self.name!r}: title must be a non-empty string")
+            raise ConfigError(f"Entity {self.name!r}: title must be a non-empty string")
         if self.reentry is not None and not callable(self.reentry):
-            raise TypeError(f"Entity {self.name!r}: reentry must be a function of a Reentry")
+            raise ConfigTypeError(f"Entity {self.name!r}: reentry must be a function of a Reentry")
         if isinstance(self.schema, type):
             if not issubclass(self.schema, Schema):
-                raise TypeError(f"Entity {self.name!r}: schema must be a marshmallow Schema")
+                raise ConfigTypeError(f"Entity {self.name!r}: schema must be a marshmallow Schema")
             object.__setattr__(self, "schema", self.schema())
         elif not isinstance(self.schema, Schema):
-            raise TypeError(f"Entity {self.name!r}: schema must be a marshmallow Schema")
+            raise ConfigTypeError(f"Entity {self.name!r}: schema must be a marshmallow Schema")
         if isinstance(self.operations, str):
-            raise TypeError(f"Entity {self.name!r}: operations must be a sequence of names")
+            raise ConfigTypeError(f"Entity {self.name!r}: operations must be a sequence of names")
         own = {op.name: op for op in self.operations if isinstance(op, Operation)}
         ops = tuple(op.name if isinstance(op, Operation) else op for op in self.operations)
         unknown = [op for op in ops if op not in OPERATIONS and op not in own] + [
             op for op in [*self.routes, *self.arguments] if op not in ops or op in own
         ]
         if unknown or not ops or len(set(ops)) != len(ops):
-            raise ValueError(
+            raise ConfigError(
                 f"Entity {self.name!r}: operations must be distinct names from {OPERATIONS} "
                 "or Operation objects (and routes and arguments may name only the former), "
                 f"got {unknown or list(ops)}"
@@ -112,13 +113,13 @@ class Entity:
         declared: dict[str, tuple[str | Argument, ...]] = {}
         for op, keys in self.arguments.items():
             if isinstance(keys, str) or not all(isinstance(k, (str, Argument)) for k in keys):
-                raise TypeError(
+                raise ConfigTypeError(
                     f"Entity {self.name!r}: arguments[{op!r}] must be a sequence of key "
                     "names and Argument objects"
                 )
             names = [k if isinstance(k, str) else k.name for k in keys]
             if len(set(names)) != len(names):
-                raise ValueError(f"Entity {self.name!r}: arguments[{op!r}] repeats a key")
+                raise ConfigError(f"Entity {self.name!r}: arguments[{op!r}] repeats a key")
             declared[op] = tuple(keys)
         object.__setattr__(self, "arguments", declared)
         object.__setattr__(self, "declared_routes", own)
@@ -133,7 +134,7 @@ class Entity:
         object.__setattr__(self, "url", (self.url or f"/api/{self.name}").rstrip("/"))
         for op, (_method, path) in self.routes.items():
             if not path.startswith("/"):
-                raise ValueError(f"Entity {self.name!r}: route {op!r} path must start with '/'")
+                raise ConfigError(f"Entity {self.name!r}: route {op!r} path must start with '/'")
         object.__setattr__(self, "routes", dict(self.routes))
 
     @property

@@ -18,6 +18,8 @@ import re
 import typing as t
 from urllib.parse import quote
 
+from ..config import ConfigError, ConfigTypeError
+
 #: Where an argument goes in the app request.
 PLACES: t.Final = ("path", "query", "body")
 #: A ``{name}`` placeholder of a path template.
@@ -57,13 +59,15 @@ class Argument:
     def __post_init__(self) -> None:
         for label, value in (("name", self.name), ("sends_as", self.sends_as)):
             if value is not None and (not isinstance(value, str) or not _NAME.match(value)):
-                raise ValueError(f"Argument {label} {value!r} must match {_NAME.pattern}")
+                raise ConfigError(f"Argument {label} {value!r} must match {_NAME.pattern}")
         if self.where is not None and self.where not in PLACES:
-            raise ValueError(f"Argument {self.name!r}: where must be one of {PLACES}")
+            raise ConfigError(f"Argument {self.name!r}: where must be one of {PLACES}")
         if isinstance(self.type, str) and self.type not in TYPES:
-            raise ValueError(f"Argument {self.name!r}: type must be one of {TYPES}")
+            raise ConfigError(f"Argument {self.name!r}: type must be one of {TYPES}")
         if self.type is not None and not isinstance(self.type, (str, t.Mapping)):
-            raise TypeError(f"Argument {self.name!r}: type must be a type name or a JSON Schema")
+            raise ConfigTypeError(
+                f"Argument {self.name!r}: type must be a type name or a JSON Schema"
+            )
 
     @property
     def param(self) -> str:
@@ -93,11 +97,11 @@ class Operation:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _OPERATION.match(self.name):
-            raise ValueError(f"Operation name {self.name!r} must match {_OPERATION.pattern}")
+            raise ConfigError(f"Operation name {self.name!r} must match {_OPERATION.pattern}")
         if not isinstance(self.path, str) or not self.path.startswith("/"):
-            raise ValueError(f"Operation {self.name!r}: path must start with '/'")
+            raise ConfigError(f"Operation {self.name!r}: path must start with '/'")
         if isinstance(self.arguments, str):
-            raise TypeError(f"Operation {self.name!r}: arguments must be a sequence")
+            raise ConfigTypeError(f"Operation {self.name!r}: arguments must be a sequence")
         object.__setattr__(self, "method", str(self.method).upper())
         object.__setattr__(self, "arguments", tuple(self.arguments))
 
@@ -135,31 +139,31 @@ def bind(
     for item in declared:
         if isinstance(item, str):
             if item not in derived:
-                raise ValueError(
+                raise ConfigError(
                     f"{where_from} names {item!r}, which it cannot take; choose from "
                     f"{list(derived)}, or declare Argument({item!r}, type=...)"
                 )
             item = Argument(item)
         elif not isinstance(item, Argument):
-            raise TypeError(f"{where_from}: an argument is a key name or an Argument")
+            raise ConfigTypeError(f"{where_from}: an argument is a key name or an Argument")
         schema = _schema(item, derived)
         where = item.where or (
             "path" if item.param in slots else "query" if method in BODILESS else "body"
         )
         if (where == "path") != (item.param in slots):
-            raise ValueError(
+            raise ConfigError(
                 f"{where_from}: argument {item.name!r} is a path parameter only when the "
                 f"path {template!r} holds {{{item.param}}}"
             )
         if where == "body" and method in BODILESS:
-            raise ValueError(f"{where_from}: a {method} request carries no body ({item.name!r})")
+            raise ConfigError(f"{where_from}: a {method} request carries no body ({item.name!r})")
         bound.append(Bound(item.name, item.param, where, schema, item.required or where == "path"))
     names = [b.name for b in bound]
     if len(set(names)) != len(names) or any(n in fixed for n in names):
-        raise ValueError(f"{where_from} declares an argument twice: {names}")
+        raise ConfigError(f"{where_from} declares an argument twice: {names}")
     missing = [slot for slot in slots if slot not in fixed and slot not in {b.param for b in bound}]
     if missing:
-        raise ValueError(
+        raise ConfigError(
             f"{where_from}: the path {template!r} holds {missing} but the operation does not "
             f"declare them; add Argument({missing[0]!r}, type=...) to its arguments"
         )

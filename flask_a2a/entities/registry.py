@@ -12,6 +12,7 @@ import json
 import logging
 import typing as t
 
+from ..config import ConfigError
 from ..exchange.reentry import Reentry, ReentryUnavailable
 from ..exchange.router import Skill
 from ..ops.log_fields import fields
@@ -60,7 +61,9 @@ class EntityRegistry:
         self.tools: dict[str, Tool] = {}
         for entity in entities:
             if entity.skill_id in self.entities:
-                raise ValueError(f"two entities share the skill id {entity.skill_id!r}")
+                raise ConfigError(
+                    f"A2A entities=: two entities share the skill id {entity.skill_id!r}"
+                )
             self.entities[entity.skill_id] = entity
             for tool in build_tools(entity):
                 self.tools[tool.name] = tool

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from marshmallow import ValidationError
 
+from ..config import ConfigError
 from . import host_schema
 from .entity import Entity
 from .operations import Argument, Bound, apply, bind
@@ -271,7 +272,7 @@ def _declared(
     keys = [k if isinstance(k, str) else k.name for k in entity.arguments[op]]
     unknown = [k for k in keys if k not in properties and k not in declared]
     if unknown:
-        raise ValueError(
+        raise ConfigError(
             f"Entity {entity.name!r}: arguments[{op!r}] names {unknown}, which the {op} "
             f"operation cannot take; choose from {list(properties)}, or declare "
             f"Argument({unknown[0]!r}, type=...)"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import typing as t
 
-from ..config import MEDIA_CHECKS
+from ..config import MEDIA_CHECKS, ConfigError
 from ..ops.log_fields import fields
 from ..protocol.errors import ContentTypeNotSupportedError
 from ..protocol.model import UNSET, Message, Part
@@ -69,7 +69,7 @@ class MediaCheck:
         default_outputs: t.Sequence[str] = DEFAULT_OUTPUT_MODES,
     ) -> None:
         if mode not in MEDIA_CHECKS:
-            raise ValueError(f"A2A_CHECK_MEDIA_TYPES must be one of {MEDIA_CHECKS}, got {mode!r}")
+            raise ConfigError(f"A2A_CHECK_MEDIA_TYPES must be one of {MEDIA_CHECKS}, got {mode!r}")
         self.mode = mode
         self.default_inputs = tuple(default_inputs)
         self.default_outputs = tuple(default_outputs)

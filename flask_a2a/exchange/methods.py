@@ -50,7 +50,7 @@ from .stream_replies import close_stream, stored_event, stream_reply
 from .streams import Seats, off_stack
 from .tasks import TaskUpdater
 from .visibility import tier_query, visible_page, visible_record
-from .writer import TaskWriter
+from .writer import PushDelivery, TaskWriter
 
 log = logging.getLogger("flask_a2a")
 
@@ -85,7 +85,7 @@ class Exchange:
         runner: Runner,
         *,
         hooks: HostHooks = NO_HOOKS,
-        push: t.Any = None,
+        push: PushDelivery | None = None,
         extensions: t.Iterable[AgentExtension] = (),
         bus: Bus | None = None,
         default_modes: tuple[t.Sequence[str], t.Sequence[str]] | None = None,
@@ -110,10 +110,10 @@ class Exchange:
         self.skills: dict[str, Skill] = {}
         for skill in skills:
             if skill.id in self.skills:
-                raise ValueError(f"two skills share the id {skill.id!r}")
+                raise ConfigError(f"A2A skills=: two skills share the id {skill.id!r}")
             self.skills[skill.id] = skill
         if not self.skills:
-            raise ValueError("an A2A exchange needs at least one skill")
+            raise ConfigError("an A2A exchange needs at least one skill (skills= or entities=)")
         self.store = store
         if not callable(getattr(runner, "can_run_here", None)):  # checked once, here
             raise ConfigError(
@@ -331,6 +331,7 @@ class Exchange:
         except BaseException:
             seat.release()
             raise
+        assert subscription is not None  # subscribe=True: taken before the run started
         return stream_reply(self, call, record, subscription, seat)
 
     def subscribe_to_task(self, call: Call) -> Reply:
@@ -391,7 +392,7 @@ class Exchange:
 
     # ------------------------------------------------------------------ push configs
 
-    def _push(self) -> t.Any:
+    def _push(self) -> PushDelivery:
         if self.push is None:
             raise PushNotificationNotSupportedError()
         return self.push

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import typing as t
 
+from ..config import ConfigError, ConfigTypeError
 from ..protocol.model import Message
 from ..protocol.scrub import scrub
 
@@ -44,13 +45,13 @@ class Skill:
 
     def __post_init__(self) -> None:
         if not self.id or not isinstance(self.id, str):
-            raise ValueError("Skill.id must be a non-empty string")
+            raise ConfigError("Skill.id must be a non-empty string")
         if not callable(self.handler):
-            raise TypeError(f"Skill {self.id!r}: handler must be callable")
+            raise ConfigTypeError(f"Skill {self.id!r}: handler must be callable")
         for name in ("tags", "examples", "input_modes", "output_modes"):
             value = getattr(self, name)
             if isinstance(value, str):
-                raise TypeError(f"Skill {self.id!r}: {name} must be a sequence of strings")
+                raise ConfigTypeError(f"Skill {self.id!r}: {name} must be a sequence of strings")
             object.__setattr__(self, name, tuple(value))
 
 

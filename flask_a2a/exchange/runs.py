@@ -38,7 +38,7 @@ from .run_life import RunLife
 from .run_state import Run
 from .tasks import TaskContext
 from .visibility import visible_record
-from .writer import TaskWriter, WriteBound, is_final
+from .writer import PushDelivery, TaskWriter, WriteBound, is_final
 
 SKILL_METADATA_KEY: t.Final = "flask_a2a.skill"
 #: A follow-up's write is tried again this often when another replica's write won.
@@ -64,7 +64,7 @@ class Runs:
         skills: t.Mapping[str, Skill],
         retention: Retention,
         media: MediaCheck,
-        push: t.Any = None,
+        push: PushDelivery | None = None,
         handler_principal: t.Callable[[Principal], Principal] | None = None,
         reenter: Dispatcher | None = None,
     ) -> None:

@@ -18,10 +18,10 @@ from ..protocol.errors import UnauthenticatedError
 from ..protocol.model import Principal, Task, TaskStatus, TaskStatusUpdateEvent
 from ..protocol.scrub import scrub
 from ..store.base import Store, TaskRecord
-from .bus import Bus, BusEvent
+from .bus import Bus, BusEvent, Subscription
 from .calls import Call, Reply
 from .runs import Runs
-from .streams import HEADERS, relay
+from .streams import HEADERS, Seat, relay
 from .writer import is_final
 
 #: The message of the error that ends a stream whose caller no longer resolves.
@@ -50,7 +50,7 @@ class StreamHost(t.Protocol):
 
 
 def stream_reply(
-    host: StreamHost, call: Call, record: TaskRecord, subscription: t.Any, seat: t.Any
+    host: StreamHost, call: Call, record: TaskRecord, subscription: Subscription, seat: Seat
 ) -> Reply:
     """The streaming answer on ``record``: its subscription and seat taken, held by the relay."""
     refresher = call.http.principal_refresher

@@ -224,9 +224,55 @@ class Relay:
         self._seat.release()
 
 
-def relay(**kwargs: t.Any) -> Relay:
-    """The body of one stream (see :func:`_relay` for the parameters)."""
-    return Relay(_relay(**kwargs), kwargs["subscription"], kwargs["seat"])
+def relay(
+    *,
+    first: str | None,
+    first_version: int,
+    first_final: bool,
+    subscription: Subscription,
+    seat: Seat,
+    keepalive: float,
+    feed: Feed,
+    poll_interval: float | None = None,
+    client_socket: t.Any = None,
+    snapshot: t.Callable[[], tuple[str, int, bool] | None] | None = None,
+    ends: t.Callable[[BusEvent], bool] | None = None,
+) -> Relay:
+    """The body of one stream: yields the snapshot, then every newer event, until a final
+    one; keep-alive when idle.
+
+    :param first: the snapshot's StreamResponse JSON; ``None`` for a task its run still
+        holds: the first event then comes from the bus (:func:`_opening`).
+    :param first_version: the snapshot's version (an event skipping past it reads the store).
+    :param first_final: the snapshot ends the stream.
+    :param subscription: the task's bus subscription, and ``seat`` the stream's seat: both
+        released when the stream ends or is closed unread.
+    :param keepalive: seconds between keep-alives when idle.
+    :param snapshot: reads the stored task (result JSON, version, final) for a held task.
+    :param feed: the exchange's side (one object: an idle stream holds little): ``wrap`` turns
+        a StreamResponse's JSON into the event sent; ``still_allowed`` re-resolves the caller
+        at each keep-alive (False ends the stream); ``poll`` reads the store for a newer
+        version than the one given (replicas, or a run that ended without settling).
+    :param poll_interval: poll this often when idle (a store shared by replicas); by default
+        the store is polled only at keep-alives.
+    :param client_socket: the connection's socket, when the server exposes it: a client that
+        leaves frees its seat at once instead of at the next keep-alive (``peer.py``).
+    :param ends: whether a bus event ends the stream (by default its ``final`` flag).
+    """
+    events = _relay(
+        first,
+        first_version,
+        first_final,
+        subscription,
+        seat,
+        keepalive,
+        feed,
+        poll_interval,
+        client_socket,
+        snapshot,
+        ends,
+    )
+    return Relay(events, subscription, seat)
 
 
 def _opening(
@@ -266,7 +312,6 @@ def _opening(
 
 
 def _relay(
-    *,
     first: str | None,
     first_version: int,
     first_final: bool,
@@ -274,26 +319,12 @@ def _relay(
     seat: Seat,
     keepalive: float,
     feed: Feed,
-    poll_interval: float | None = None,
-    client_socket: t.Any = None,
-    snapshot: t.Callable[[], tuple[str, int, bool] | None] | None = None,
-    ends: t.Callable[[BusEvent], bool] | None = None,
+    poll_interval: float | None,
+    client_socket: t.Any,
+    snapshot: t.Callable[[], tuple[str, int, bool] | None] | None,
+    ends: t.Callable[[BusEvent], bool] | None,
 ) -> t.Iterator[bytes]:
-    """Yield the snapshot, then every newer event, until a final one; keep-alive when idle.
-
-    :param first: the snapshot's StreamResponse JSON; ``None`` for a task its run still
-        holds: the first event then comes from the bus (:func:`_opening`).
-    :param snapshot: reads the stored task (result JSON, version, final) for that case.
-    :param feed: the exchange's side (one object: an idle stream holds little): ``wrap`` turns
-        a StreamResponse's JSON into the event sent; ``still_allowed`` re-resolves the caller
-        at each keep-alive (False ends the stream); ``poll`` reads the store for a newer
-        version than the one given (replicas, or a run that ended without settling).
-    :param poll_interval: poll this often when idle (a store shared by replicas); by default
-        the store is polled only at keep-alives.
-    :param client_socket: the connection's socket, when the server exposes it: a client that
-        leaves frees its seat at once instead of at the next keep-alive (``peer.py``).
-    :param ends: whether a bus event ends the stream (by default its ``final`` flag).
-    """
+    """The events of :func:`relay` (its parameters, in order)."""
     seat.subscription = subscription
     watching: peer.Watch | None = None
     check_left = False

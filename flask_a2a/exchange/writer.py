@@ -29,6 +29,7 @@ from ..protocol.model import (
     UNSET,
     Message,
     Part,
+    PushConfig,
     StreamEvent,
     Task,
     TaskArtifactUpdateEvent,
@@ -171,6 +172,20 @@ def _nothing_to_refuse(event: StreamEvent) -> bool:
             and all(_plain_part(p) for p in artifact.parts)
         )
     return False
+
+
+class PushDelivery(t.Protocol):
+    """What the exchange asks of push delivery (``push.webhooks.PushSender``, a layer above:
+    described here): check and register a task's configs, read them back as their owner is
+    answered, deliver each change, and drop what a deleted task or config left queued."""
+
+    def check_url(self, url: str) -> None: ...
+    def register(self, record: TaskRecord, params: dict[str, t.Any]) -> PushConfig: ...
+    def get_config(self, task_id: str, config_id: str) -> PushConfig | None: ...
+    def list_configs(self, task_id: str) -> list[PushConfig]: ...
+    def deliver(self, record: TaskRecord, event: BusEvent) -> None: ...
+    def task_deleted(self, task_id: str) -> None: ...
+    def config_deleted(self, task_id: str, config_id: str) -> None: ...
 
 
 class TaskWriter:

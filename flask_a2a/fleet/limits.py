@@ -19,7 +19,7 @@ import uuid
 
 import redis
 
-from ..config import Settings
+from ..config import ConfigError, Settings
 from ..exchange.runner import RunSlots
 from ..exchange.streams import Seat, Seats
 from ..ops.metrics import NOOP, Recorder
@@ -227,7 +227,7 @@ def fleet_limits(
     """Count the exchange's per-owner run slots and stream seats across the fleet (given to the
     exchange when it is built: ``methods.Exchange(slots=, seats=)``)."""
     if not isinstance(bus, RedisBus):
-        raise ValueError(
+        raise ConfigError(
             "A2A_FLEET_LIMITS needs the Redis bus: set A2A_REDIS_URL or pass bus=RedisBus(...)"
         )
     # Each agent of an app counts its own (its caps are its own); the default agent's keys

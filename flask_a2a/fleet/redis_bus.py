@@ -38,6 +38,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ..config import ConfigError
 from ..exchange.bus import Bus, BusEvent, BusHooks, Subscription
 from ..protocol.scrub import scrub
 
@@ -134,11 +135,11 @@ class RedisBus(Bus):
         retry: float = RETRY,
     ) -> None:
         if timeout <= 0:
-            raise ValueError("A2A_REDIS_TIMEOUT must be positive")
+            raise ConfigError("A2A_REDIS_TIMEOUT must be positive")
         if lease_ttl <= 0:
-            raise ValueError("A2A_REDIS_LEASE_TTL must be positive")
+            raise ConfigError("A2A_REDIS_LEASE_TTL must be positive")
         if retry <= 0:
-            raise ValueError("A2A_REDIS_RETRY must be positive")
+            raise ConfigError("A2A_REDIS_RETRY must be positive")
         super().__init__(queue_limit)
         self.url = url
         self.prefix = prefix

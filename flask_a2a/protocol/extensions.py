@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import typing as t
 
+from ..config import ConfigError, ConfigTypeError
 from .errors import ExtensionSupportRequiredError
 
 if t.TYPE_CHECKING:
@@ -44,11 +45,11 @@ class AgentExtension:
 
     def __post_init__(self) -> None:
         if not isinstance(self.uri, str) or not self.uri.strip() or "," in self.uri:
-            raise ValueError(f"AgentExtension.uri must be a non-empty URI, got {self.uri!r}")
+            raise ConfigError(f"AgentExtension.uri must be a non-empty URI, got {self.uri!r}")
         if self.uri != self.uri.strip():
-            raise ValueError(f"AgentExtension.uri has surrounding blanks: {self.uri!r}")
+            raise ConfigError(f"AgentExtension.uri has surrounding blanks: {self.uri!r}")
         if not isinstance(self.required, bool):
-            raise TypeError(f"AgentExtension {self.uri!r}: required must be a bool")
+            raise ConfigTypeError(f"AgentExtension {self.uri!r}: required must be a bool")
 
     @classmethod
     def of(cls, declared: AgentExtension | t.Mapping[str, t.Any]) -> AgentExtension:
@@ -56,10 +57,10 @@ class AgentExtension:
         if isinstance(declared, AgentExtension):
             return declared
         if not isinstance(declared, t.Mapping):
-            raise TypeError(f"an extension must be an AgentExtension, not {declared!r}")
+            raise ConfigTypeError(f"an extension must be an AgentExtension, not {declared!r}")
         unknown = set(declared) - {"uri", "description", "required", "params"}
         if unknown:
-            raise ValueError(f"extension {declared.get('uri')!r}: unknown keys {sorted(unknown)}")
+            raise ConfigError(f"extension {declared.get('uri')!r}: unknown keys {sorted(unknown)}")
         return cls(
             uri=declared.get("uri"),  # type: ignore[arg-type]  # checked in __post_init__
             description=declared.get("description"),
@@ -86,7 +87,7 @@ def declared_extensions(
     out = tuple(AgentExtension.of(e) for e in extensions)
     uris = [e.uri for e in out]
     if len(set(uris)) != len(uris):
-        raise ValueError(f"two card extensions share a uri: {uris}")
+        raise ConfigError(f"AgentCard extensions=: two extensions share a uri: {uris}")
     return out
 
 

@@ -2,7 +2,9 @@
 notifications, and (for receivers) :func:`verify_notification`.
 
 The public names are ``__all__``: the receiver's, and the fixed bounds docs/push.md names. They
-load on first use, so this package imports without ``cryptography``.
+load on first use, so this package imports without ``cryptography``. ``NotificationRejected``
+lives in ``flask_a2a`` (one class for every refused notification; here too, the same object,
+for old imports).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ if t.TYPE_CHECKING:
     from .jwks import MAX_JWKS_BYTES as MAX_JWKS_BYTES
     from .tokens import token_hash as token_hash
     from .verify import MAX_SEGMENT_CHARS as MAX_SEGMENT_CHARS
-    from .verify import NotificationRejected as NotificationRejected
+    from .verify import NotificationRejected as NotificationRejected  # kept: see _KEPT
     from .verify import NotificationVerifier as NotificationVerifier
     from .verify import ReplayedNotification as ReplayedNotification
     from .verify import VerifiedNotification as VerifiedNotification
@@ -28,7 +30,6 @@ if t.TYPE_CHECKING:
 
 #: Public name -> the submodule defining it.
 _SOURCES: t.Final[dict[str, str]] = {
-    "NotificationRejected": "verify",
     "NotificationVerifier": "verify",
     "ReplayedNotification": "verify",
     "VerifiedNotification": "verify",
@@ -45,13 +46,16 @@ _SOURCES: t.Final[dict[str, str]] = {
 }
 
 __all__ = list(_SOURCES)
+#: Kept for old imports, not public here: their home is ``flask_a2a``.
+_KEPT: t.Final[dict[str, str]] = {"NotificationRejected": "verify"}
 
 if not t.TYPE_CHECKING:
 
     def __getattr__(name: str) -> t.Any:
         """Import the module defining ``name`` the first time it is asked for."""
-        if name not in _SOURCES:
+        source = _SOURCES.get(name) or _KEPT.get(name)
+        if source is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f".{_SOURCES[name]}", __name__), name)
+        value = getattr(importlib.import_module(f".{source}", __name__), name)
         globals()[name] = value
         return value

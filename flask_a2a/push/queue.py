@@ -44,6 +44,7 @@ import threading
 import time
 import typing as t
 
+from ..config import ConfigRuntimeError
 from ..ops.log_fields import fields
 from ..ops.metrics import NOOP, Recorder
 from ..protocol.scrub import scrub
@@ -215,7 +216,7 @@ class PushQueue:
             if options.get("jobs") is None:
                 import rq  # noqa: F401 -- the default jobs: fail at startup, not at a hand-off
         except ImportError:
-            raise RuntimeError(f"A2A_PUSH_QUEUE needs Redis and RQ: {EXTRA_HINT}") from None
+            raise ConfigRuntimeError(f"A2A_PUSH_QUEUE needs Redis and RQ: {EXTRA_HINT}") from None
         connection = redis.Redis.from_url(
             url,
             socket_timeout=redis_timeout,

@@ -9,6 +9,8 @@ fresh (``exp``, and ``iat`` within ``max_age``), covers exactly the body receive
 before within ``max_age``. Anything else raises :class:`NotificationRejected` (a replay:
 :class:`ReplayedNotification`, which a receiver may acknowledge with a 2xx without acting
 again, since a retry of a notification it already processed carries the same ``jti``).
+:class:`NotificationRejected` is the client's own (``client/notifications.py``): one class for
+every refused notification, whichever check refused it, with the ``status`` to answer with.
 
 A signature proves the agent sent the notification and what it says; it does not prove the
 task is one the receiver asked about: whoever can create a task on the agent can point its
@@ -36,6 +38,7 @@ import typing as t
 import requests
 
 from ..card.signing import ALGORITHMS, b64url_decode, key_from_jwk, verify_signature
+from ..client.notifications import NotificationRejected
 from .jwks import (
     DEFAULT_JWKS_TTL,
     FETCH_DEADLINE,
@@ -79,22 +82,11 @@ _SHARED_SOURCES: t.Final = 64
 KeySource = t.Union[str, t.Mapping[str, t.Any], t.Sequence[t.Any]]
 
 
-class NotificationRejected(Exception):
-    """The notification does not verify; ``reason`` says why, in a word a receiver can log:
-    ``no_token``, ``malformed``, ``algorithm``, ``unknown_kid``, ``jwks_unavailable``,
-    ``signature``, ``audience``, ``issuer``, ``expired``, ``not_yet_valid``, ``too_old``,
-    ``body_mismatch``, ``claims``, ``config``, ``token``, ``replayed``."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-
-
 class ReplayedNotification(NotificationRejected):
     """A valid notification whose ``jti`` was accepted before (a replay or a sender's retry)."""
 
     def __init__(self, jti: str) -> None:
-        super().__init__("replayed", f"jti {jti!r} was already accepted")
+        super().__init__("replayed", f"jti {jti!r} was already accepted", 200)
         self.jti = jti
 
 
@@ -228,7 +220,7 @@ class NotificationVerifier:
         try:
             jwk = self.jwks.jwk(kid)
         except JWKSUnavailable as exc:
-            raise NotificationRejected("jwks_unavailable", str(exc)) from None
+            raise NotificationRejected("jwks_unavailable", str(exc), 503) from None
         if jwk is None:
             raise NotificationRejected("unknown_kid", f"no key {kid!r} in the JWKS")
         if jwk.get("alg", alg) != alg:

@@ -2,8 +2,9 @@
 :class:`~flask_a2a.Store` protocol.
 
 The public names are ``__all__``; ``Store`` and ``MemoryStore`` live in ``flask_a2a`` (they are
-here too, the same objects, for old imports). The SQL names are imported on first use, so an app
-without a database driver never loads them.
+here too, the same objects, for old imports). ``StoreUnavailable`` and ``StoreRefused`` are what
+``A2A.store()`` raises when the store cannot serve (docs/errors.md). The SQL names are imported
+on first use, so an app without a database driver never loads them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from .base import StaleTaskError as StaleTaskError
 from .base import Store as Store
 from .base import TaskPage as TaskPage
 from .base import TaskRecord as TaskRecord
+from .choice import StoreRefused as StoreRefused
+from .choice import StoreUnavailable as StoreUnavailable
 from .memory import MemoryStore as MemoryStore
 
 if t.TYPE_CHECKING:
@@ -38,6 +41,8 @@ __all__ = [
     "ListQuery",
     "RetentionTrimmer",
     "StaleTaskError",
+    "StoreRefused",
+    "StoreUnavailable",
     "TaskPage",
     "TaskRecord",
     *_SOURCES,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import typing as t
 
+from ..config import ConfigRuntimeError
 from ..protocol.errors import InternalError
 from .base import offers, unavailable_error
 
@@ -23,8 +24,9 @@ if t.TYPE_CHECKING:
 log = logging.getLogger("flask_a2a")
 
 
-class StoreRefused(RuntimeError):
-    """A store that lives in one process, in a server that runs several."""
+class StoreRefused(ConfigRuntimeError):
+    """A store that lives in one process, in a server that runs several: a misconfiguration
+    (a ``ConfigError``, still the ``RuntimeError`` it was)."""
 
 
 class StoreUnavailable(RuntimeError):

@@ -15,7 +15,7 @@ import pytest
 import requests
 from flask import Flask
 
-from flask_a2a import A2A, Principal, Skill
+from flask_a2a import A2A, ConfigError, Principal, Skill
 from flask_a2a.bindings import rest
 from flask_a2a.exchange.calls import HTTPRequest
 from flask_a2a.testing import A2ATestClient, parse_sse
@@ -305,7 +305,7 @@ def test_an_empty_rest_path_serves_no_rest_binding(make_app: t.Callable[..., Fla
 def test_bad_rest_settings_fail_at_startup(config: dict[str, t.Any], problem: str) -> None:
     app = Flask("bad_rest")
     app.config.update(config)
-    with pytest.raises(ValueError, match=problem):
+    with pytest.raises(ConfigError, match=problem):
         A2A(
             app,
             principal=lambda: Principal("alice"),
@@ -316,7 +316,7 @@ def test_bad_rest_settings_fail_at_startup(config: dict[str, t.Any], problem: st
 def test_a_host_route_under_the_rest_path_fails_at_startup() -> None:
     app = Flask("taken")
     app.add_url_rule("/a2a/rest/status", "status", lambda: "ok")
-    with pytest.raises(RuntimeError, match="A2A_REST_PATH"):
+    with pytest.raises(ConfigError, match="A2A_REST_PATH"):
         A2A(
             app,
             principal=lambda: Principal("alice"),

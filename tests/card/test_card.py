@@ -9,7 +9,7 @@ from flask import Flask, Response, jsonify, request
 from werkzeug.http import http_date
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from flask_a2a import A2A, AgentCard, Principal, Skill, TaskContext
+from flask_a2a import A2A, AgentCard, ConfigError, Principal, Skill, TaskContext
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import token_principal
 
@@ -211,7 +211,7 @@ def test_etag_follows_the_content(make_app: t.Callable[..., Flask]) -> None:
 
 
 def test_card_pointing_at_another_path_fails_at_startup(make_app: t.Callable[..., Flask]) -> None:
-    with pytest.raises(RuntimeError, match="the two must name the same path"):
+    with pytest.raises(ConfigError, match="the two must name the same path"):
         make_app(card=AgentCard(endpoint_path="/rpc"))
     app = make_app(config={"A2A_PATH": "/rpc"}, card=AgentCard(endpoint_path="/rpc"))
     assert get_card(app)["supportedInterfaces"][0]["url"] == "http://localhost/rpc"

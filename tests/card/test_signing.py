@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from flask import Flask
 
-from flask_a2a import AgentCard, Skill, TaskContext
+from flask_a2a import AgentCard, ConfigError, Skill, TaskContext
 from flask_a2a.card.signing import (
     CardSignatureError,
     SigningKey,
@@ -308,23 +308,23 @@ def test_from_pem_defaults_the_kid_to_the_thumbprint() -> None:
 
 
 def test_unfit_keys_are_refused() -> None:
-    with pytest.raises(ValueError, match="P-256"):
+    with pytest.raises(ConfigError, match="P-256"):
         SigningKey("k", ec.generate_private_key(ec.SECP384R1()))
-    with pytest.raises(ValueError, match="2048"):
+    with pytest.raises(ConfigError, match="2048"):
         SigningKey("k", rsa.generate_private_key(public_exponent=65537, key_size=1024))
-    with pytest.raises(ValueError, match="does not fit"):
+    with pytest.raises(ConfigError, match="does not fit"):
         SigningKey("k", ec.generate_private_key(ec.SECP256R1()), alg="RS256")
-    with pytest.raises(ValueError, match="kid"):
+    with pytest.raises(ConfigError, match="kid"):
         SigningKey("", ec.generate_private_key(ec.SECP256R1()))
 
 
 def test_duplicate_kids_fail_at_startup(make_app: t.Callable[..., Flask]) -> None:
-    with pytest.raises(ValueError, match="distinct kids"):
+    with pytest.raises(ConfigError, match="distinct kids"):
         signed_app(make_app, [ec_key("same"), ec_key("same")])
 
 
 def test_signing_needs_a_pinned_host(make_app: t.Callable[..., Flask]) -> None:
-    with pytest.raises(RuntimeError, match="A2A_PUBLIC_BASE_URL or TRUSTED_HOSTS"):
+    with pytest.raises(ConfigError, match="A2A_PUBLIC_BASE_URL or TRUSTED_HOSTS"):
         make_app(signing_keys=[ec_key("k1")])
     app = make_app(signing_keys=[ec_key("k1")], config={"TRUSTED_HOSTS": ["agent.local"]})
     http = app.test_client()

@@ -24,8 +24,10 @@ from flask_a2a import (
     TaskState,
 )
 from flask_a2a.cli import a2a_cli
-from flask_a2a.client import NotificationRejected, parse_notification
+from flask_a2a.client import NotificationRejected, bindings, parse_notification
 from flask_a2a.client.bindings import Interface, choose
+from flask_a2a.client.jsonrpc import JsonRpcTransport
+from flask_a2a.client.rest import RestTransport
 from flask_a2a.protocol.model import TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from tests import stack
 from tests.conftest import wait_for
@@ -64,6 +66,36 @@ def test_the_cards_first_interface_the_client_speaks_wins() -> None:
     # The interface's tenant is what the client must send (spec 1.0.1, tenant as a label).
     tenanted = choose(card({**REST, "tenant": "acme"}), CARD_URL)
     assert tenanted.tenant == "acme"
+
+
+def test_a_client_takes_its_own_transport_registry() -> None:
+    """A client's ``transports=`` is the bindings it speaks and the class that speaks each: it
+    picks from the card among them, talks through them, and leaves the module's registry (what
+    every other client uses) as it was."""
+    seen: list[str] = []
+    before = dict(bindings.TRANSPORTS)
+
+    class Recording(RestTransport):
+        def call(self, method: str, params: dict[str, t.Any], timeout: t.Any) -> t.Any:
+            seen.append(method)
+            return super().call(method, params, timeout)
+
+    own: dict[str, bindings.TransportClass] = {"HTTP+JSON": Recording}
+    with werkzeug_server(create_app()) as base:
+        # The card lists JSON-RPC first; this client speaks HTTP+JSON alone, so that is chosen.
+        with A2AClient.from_card_url(base, token="alice-token", transports=own) as client:
+            assert isinstance(client.transport, Recording) and client.binding == "HTTP+JSON"
+            assert client.call("echo", "hi").status.state is TaskState.COMPLETED
+            assert seen == ["SendMessage"]
+        told_none = A2AClient(base + "/a2a/rest", token="alice-token", transports=own)
+        assert told_none.binding == "HTTP+JSON"  # the first of its registry, not JSON-RPC
+        with pytest.raises(ValueError, match="unknown binding 'jsonrpc': use one of HTTP\\+JSON"):
+            A2AClient(base + "/a2a", transports=own, binding="jsonrpc")
+        with A2AClient.from_card_url(base, token="alice-token") as default:
+            assert type(default.transport) is JsonRpcTransport
+            assert default.call("echo", "hi").status.state is TaskState.COMPLETED
+    assert seen == ["SendMessage"]  # the default client went nowhere near the other registry
+    assert bindings.TRANSPORTS == before and bindings.TRANSPORTS["HTTP+JSON"] is RestTransport
 
 
 # ------------------------------------------------------------------ a live agent
@@ -203,8 +235,8 @@ class Receiver:
             try:
                 event = parse_notification(request, token=token)
             except NotificationRejected as exc:
-                self.refused.append(t.cast(int, exc.status))
-                return "", t.cast(int, exc.status)
+                self.refused.append(exc.status)
+                return "", exc.status
             self.events.append(event)
             if isinstance(event, TaskStatusUpdateEvent) and event.status.state.terminal:
                 self.final.set()

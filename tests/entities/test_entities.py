@@ -12,7 +12,7 @@ from marshmallow import Schema, fields
 from sqlalchemy.orm import sessionmaker
 
 from examples.invoices import Base, Invoice, InvoiceSchema
-from flask_a2a import A2A, Entity, Principal
+from flask_a2a import A2A, ConfigError, Entity, Principal
 from flask_a2a.entities import host_schema
 from flask_a2a.entities.crud import crud_blueprint
 from flask_a2a.entities.host_schema import field_options
@@ -538,21 +538,21 @@ def test_a_gated_tool_is_refused_generically(
 
 
 def test_declarations_are_checked() -> None:
-    with pytest.raises(ValueError, match="operations"):
+    with pytest.raises(ConfigError, match="operations"):
         Entity("invoices", schema=InvoiceSchema(), operations=("list", "purge"))
-    with pytest.raises(ValueError, match="operations"):
+    with pytest.raises(ConfigError, match="operations"):
         Entity(
             "invoices",
             schema=InvoiceSchema(),
             routes={"delete": ("DELETE", "/x/{id}")},
             operations=("list",),
         )
-    with pytest.raises(ValueError, match="name"):
+    with pytest.raises(ConfigError, match="name"):
         Entity("Invoices!", schema=InvoiceSchema())
-    with pytest.raises(TypeError, match="marshmallow"):
+    with pytest.raises(ConfigError, match="marshmallow"):
         Entity("invoices", schema=dict)  # type: ignore[arg-type]
     app = Flask("dupes")
-    with pytest.raises(ValueError, match="share the skill id"):
+    with pytest.raises(ConfigError, match="share the skill id"):
         A2A(app, principal=caller, entities=[Entity("a", schema=InvoiceSchema)] * 2)
 
 

@@ -12,7 +12,7 @@ import pytest
 from flask import Flask, request
 
 from examples.invoices import InvoiceSchema
-from flask_a2a import A2A, Entity
+from flask_a2a import A2A, ConfigError, Entity
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import token_principal
 
@@ -190,17 +190,17 @@ def test_a_partial_declaration_keeps_the_derived_keys_elsewhere(
 
 
 def test_declarations_are_checked_at_startup() -> None:
-    with pytest.raises(ValueError, match="operations"):
+    with pytest.raises(ConfigError, match="operations"):
         Entity("invoices", schema=InvoiceSchema, operations=("list",), arguments={"get": ["id"]})
-    with pytest.raises(TypeError, match="sequence of key names"):
+    with pytest.raises(ConfigError, match="sequence of key names"):
         Entity("invoices", schema=InvoiceSchema, arguments={"list": "page"})
-    with pytest.raises(ValueError, match="repeats"):
+    with pytest.raises(ConfigError, match="repeats"):
         Entity("invoices", schema=InvoiceSchema, arguments={"list": ["page", "page"]})
     for arguments, named in (
         ({"list": ["page", "owner_id"]}, "['owner_id'], which the list operation cannot take"),
         ({"create": ["id", "total"]}, "['id'], which the create operation cannot take"),
     ):
-        with pytest.raises(ValueError, match=named.replace("[", r"\[").replace("]", r"\]")):
+        with pytest.raises(ConfigError, match=named.replace("[", r"\[").replace("]", r"\]")):
             A2A(
                 Flask("bad"),
                 principal=token_principal,

@@ -14,7 +14,7 @@ import pytest
 from flask import Flask, request
 from marshmallow import Schema, fields
 
-from flask_a2a import A2A, Entity
+from flask_a2a import A2A, ConfigError, Entity
 from flask_a2a.entities import Argument, Operation
 from flask_a2a.testing import A2ATestClient
 from tests import stack
@@ -227,7 +227,7 @@ def test_a_nested_path_with_an_undeclared_parameter_fails_startup() -> None:
             ),
         ),
     ):
-        with pytest.raises(ValueError, match=r"holds \['(id|user_id)'\] but the operation"):
+        with pytest.raises(ConfigError, match=r"holds \['(id|user_id)'\] but the operation"):
             A2A(Flask("nested"), principal=token_principal, entities=[entity])
     # Declared, the standard list takes it as its path parameter.
     app = Flask("declared")
@@ -262,20 +262,20 @@ def test_declarations_that_cannot_fit_their_route_fail_startup() -> None:
         (Operation("x", "GET", "/api/users", arguments=["nope"]), "'nope', which it cannot"),
         (Operation("x", "GET", "/api/users", arguments=["page", Argument("page")]), "twice"),
     ):
-        with pytest.raises(ValueError, match=match):
+        with pytest.raises(ConfigError, match=match):
             A2A(
                 Flask("bad"),
                 principal=token_principal,
                 entities=[Entity("users", schema=UserSchema, operations=(operation,))],
             )
-    with pytest.raises(ValueError, match="distinct names"):
+    with pytest.raises(ConfigError, match="distinct names"):
         Entity(
             "users",
             schema=UserSchema,
             operations=(Operation("x", "GET", "/a"),),
             arguments={"x": ["page"]},
         )
-    with pytest.raises(ValueError, match="must be one of"):
+    with pytest.raises(ConfigError, match="must be one of"):
         Argument("page", "int")
 
 

@@ -9,7 +9,7 @@ import typing as t
 import pytest
 from flask import Flask
 
-from flask_a2a import A2A, Part, Principal, Skill, TaskCanceled, TaskContext
+from flask_a2a import A2A, ConfigError, Part, Principal, Skill, TaskCanceled, TaskContext
 from flask_a2a.store import ListQuery, MemoryStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, token_principal
@@ -233,17 +233,17 @@ def test_one_a2a_per_app_and_at_least_one_skill() -> None:
         skills=[Skill(id="e", name="E", description="E.", handler=lambda t: None)],
         principal=token_principal,
     )
-    with pytest.raises(RuntimeError, match="already registered"):
+    with pytest.raises(ConfigError, match="already registered"):
         A2A(
             app,
             skills=[Skill(id="e", name="E", description="E.", handler=lambda t: None)],
             principal=token_principal,
         )
-    with pytest.raises(ValueError, match="at least one skill"):
+    with pytest.raises(ConfigError, match="at least one skill"):
         A2A(Flask("y"), skills=[], principal=token_principal)
     taken = Flask("z")
     taken.add_url_rule("/a2a", "mine", lambda: "mine")
-    with pytest.raises(RuntimeError, match="already routed"):
+    with pytest.raises(ConfigError, match="already routed"):
         A2A(
             taken,
             skills=[Skill(id="e", name="E", description="E.", handler=lambda t: None)],
@@ -251,7 +251,7 @@ def test_one_a2a_per_app_and_at_least_one_skill() -> None:
         )
     bad = Flask("w")
     bad.config["A2A_PATH"] = "a2a"
-    with pytest.raises(ValueError, match="must start with"):
+    with pytest.raises(ConfigError, match="must start with"):
         A2A(
             bad,
             skills=[Skill(id="e", name="E", description="E.", handler=lambda t: None)],

@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 from flask import Flask
 
-from flask_a2a import Part, Skill, TaskContext
+from flask_a2a import ConfigError, Part, Skill, TaskContext
 from flask_a2a.store.sql import SQLStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, wait_for
@@ -286,7 +286,7 @@ def test_fleet_limits_count_an_owners_runs_and_streams_across_replicas(
 
 
 def test_fleet_limits_need_the_redis_bus(make_app: t.Callable[..., Flask]) -> None:
-    with pytest.raises(ValueError, match="A2A_FLEET_LIMITS needs the Redis bus"):
+    with pytest.raises(ConfigError, match="A2A_FLEET_LIMITS needs the Redis bus"):
         make_app(config={"A2A_FLEET_LIMITS": True})
 
 
@@ -327,5 +327,5 @@ def test_a_blocking_send_costs_the_redis_bus_nothing(
 def test_a_retry_pause_that_is_not_positive_is_refused_before_connecting() -> None:
     from flask_a2a.fleet.redis_bus import RedisBus
 
-    with pytest.raises(ValueError, match="A2A_REDIS_RETRY must be positive"):
+    with pytest.raises(ConfigError, match="A2A_REDIS_RETRY must be positive"):
         RedisBus("redis://127.0.0.1:1/0", retry=0)

@@ -14,7 +14,16 @@ import typing as t
 import pytest
 from flask import Flask
 
-from flask_a2a import A2A, AgentCard, AgentExtension, Part, Principal, Skill, TaskContext
+from flask_a2a import (
+    A2A,
+    AgentCard,
+    AgentExtension,
+    ConfigError,
+    Part,
+    Principal,
+    Skill,
+    TaskContext,
+)
 from flask_a2a.testing import A2ATestClient, parse_sse
 from tests.live_server import werkzeug_server
 
@@ -95,12 +104,12 @@ def test_no_extensions_no_capability_entry(make_app: t.Callable[..., Flask], see
     ],
 )
 def test_bad_declarations_fail_at_startup(declared: t.Any, problem: str) -> None:
-    with pytest.raises((ValueError, TypeError), match=problem):
+    with pytest.raises(ConfigError, match=problem):
         AgentCard(extensions=[declared])
 
 
 def test_two_extensions_with_one_uri_fail_at_startup() -> None:
-    with pytest.raises(ValueError, match="share a uri"):
+    with pytest.raises(ConfigError, match="share a uri"):
         AgentCard(extensions=[AgentExtension(GEO), {"uri": GEO}])
 
 

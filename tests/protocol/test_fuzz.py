@@ -158,7 +158,8 @@ class Harness:
             push_resolver=resolve,
         )
         self.exchange = self.a2a.exchange(self.app)
-        assert isinstance(self.exchange.push.client.session, NoNetwork)  # no delivery leaves
+        push: t.Any = self.exchange.push  # a PushSender, its client a GuardedClient
+        assert isinstance(push.client.session, NoNetwork)  # no delivery leaves
         self.store = store
         self.client = A2ATestClient(self.app)
         self.seeds: dict[tuple[str, str], str] = {}

@@ -20,9 +20,10 @@ import requests
 from flask import Flask, Response, redirect
 
 from examples.push_receiver import create_receiver, expect
+from flask_a2a import NotificationRejected
 from flask_a2a.card.signing import SigningKey
 from flask_a2a.protocol.model import PushConfig
-from flask_a2a.push import NotificationRejected, NotificationVerifier, verify_notification
+from flask_a2a.push import NotificationVerifier, verify_notification
 from flask_a2a.push.tokens import NotificationSigner
 from flask_a2a.push.verify import (
     MAX_JWKS_BYTES,

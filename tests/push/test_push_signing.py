@@ -15,12 +15,15 @@ import typing as t
 
 import pytest
 import requests
-from flask import Flask, Response
+from flask import Flask, Response, request
 
+import flask_a2a
 from examples.push_receiver import create_receiver, expect
+from flask_a2a import A2AClientError, NotificationRejected, client, push
 from flask_a2a.card.signing import SigningKey
+from flask_a2a.client import parse_notification
 from flask_a2a.protocol.model import PushConfig
-from flask_a2a.push import NotificationRejected, NotificationVerifier, ReplayedNotification
+from flask_a2a.push import NotificationVerifier, ReplayedNotification
 from flask_a2a.push.tokens import JWT_HEADER, TOKEN_LIFETIME, NotificationSigner
 from flask_a2a.push.verify import MIN_REFETCH, JWKSCache, _caches
 from flask_a2a.testing import A2ATestClient
@@ -385,6 +388,57 @@ def test_verifier_checks_the_config_binding(clock: Clock) -> None:
     assert reason(check, untokened, **bound) == "token"
     # A refused binding does not spend the jti: the right receiver still takes it.
     assert check.verify(untokened, config_id="hook-1").jti == "b4"
+
+
+@pytest.mark.parametrize(
+    "caught_as",
+    [flask_a2a.NotificationRejected, push.NotificationRejected, client.NotificationRejected],
+    ids=["flask_a2a", "flask_a2a.push", "flask_a2a.client"],
+)
+def test_one_except_catches_every_refused_notification(
+    clock: Clock, caught_as: type[NotificationRejected]
+) -> None:
+    """A receiver checks the token it registered (``parse_notification``) and the signature
+    (``verify_notification``): whichever path it imports the class from, one ``except`` catches
+    what both refuse, with a ``reason`` and the ``status`` to answer (its home is ``flask_a2a``;
+    the two packages it used to be two classes in keep the name, the same object)."""
+    key = ec_key("k")
+    signer = NotificationSigner([key], BASE_URL + "/", clock=clock)
+    check = verifier(key, clock)
+    receiver = Flask("receiver")
+
+    @receiver.post("/a2a")
+    def hook() -> t.Any:
+        try:
+            parse_notification(request, token="s3cret")
+            check.verify(request)
+        except caught_as as refused:
+            assert isinstance(refused, A2AClientError)
+            return {"reason": refused.reason}, refused.status
+        return "", 204
+
+    event = {
+        "statusUpdate": {
+            "taskId": "task-1",
+            "contextId": "c-1",
+            "status": {"state": "TASK_STATE_WORKING", "timestamp": "2026-12-03T10:00:00.000Z"},
+        }
+    }
+    body = json.dumps(event).encode()
+    posted = signed(signer, "https://hooks.example/a2a", body, "n-one")
+    token = {"A2A-Notification-Token": "s3cret", "Content-Type": "application/json"}
+    hooks = receiver.test_client()
+
+    def answer(headers: dict[str, str], data: bytes = body) -> tuple[int, t.Any]:
+        got = hooks.post("/a2a", data=data, headers=headers)
+        return got.status_code, (got.get_json() or {}).get("reason")
+
+    assert answer({}) == (401, "token")  # parse_notification's refusal
+    assert answer(token, b"{}") == (400, "malformed")
+    assert answer(token) == (401, "no_token")  # verify_notification's
+    assert answer({**token, **posted.headers}, b'{"task": {}}') == (400, "malformed")
+    assert answer({**token, **posted.headers}) == (204, None)
+    assert answer({**token, **posted.headers}) == (200, "replayed")  # acknowledged, not acted on
 
 
 def test_replay_cache_remembers_each_jti_for_max_age_and_is_bounded(clock: Clock) -> None:
