@@ -8,6 +8,7 @@ passed. A patched session runs only the gevent cases (``runner_kind`` gevent, or
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -23,11 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def runner_modules() -> list[str]:
     """Modules whose tests build apps on the parametrized runner (``make_app``/``runner_kind``)
-    or are marked to run only here (``gevent_session``)."""
+    or are marked to run only here (``gevent_session``); tests/grpc only with its extra (named
+    on the command line, a directory its conftest skips is an error, not a skip)."""
+    grpc = importlib.util.find_spec("grpc_status") is not None
     return sorted(
         str(path.relative_to(ROOT))
         for path in ROOT.joinpath("tests").rglob("test_*.py")
         if path.name != Path(__file__).name
+        and (grpc or path.parent.name != "grpc")
         and any(
             word in path.read_text()
             for word in ("make_app", "runner_kind", "make_runner", "gevent_session")
