@@ -11,6 +11,7 @@ import io
 import typing as t
 
 from flask import Blueprint, Flask, Request, Response, current_app, request
+from werkzeug.datastructures import Headers
 from werkzeug.exceptions import HTTPException
 
 from .agents import DEFAULT_AGENT, agents
@@ -38,7 +39,7 @@ def agent_state() -> A2AState:
     once, where ``request.blueprint`` reads it through two properties)."""
     rule = request.url_rule
     name = rule.endpoint.rpartition(".")[0] if rule is not None else request.blueprint
-    return agents(current_app).by_blueprint[t.cast(str, name)]
+    return agents(current_app).by_blueprint[name]  # type: ignore[index]
 
 
 def exchange_view() -> Response:
@@ -99,7 +100,7 @@ def rest_unrouted() -> Response | None:
 
 
 def _http_request(state: A2AState) -> HTTPRequest:
-    req = t.cast(Request, request._get_current_object())  # type: ignore[attr-defined]
+    req: Request = request._get_current_object()  # type: ignore[attr-defined]
     req.environ[PASSED_HOOKS] = True  # reached our view: the host's hooks let it through
     return FlaskHTTPRequest(req, state.resolve_principal)
 
@@ -177,8 +178,9 @@ class _EnvironHeaders:
         self.environ = environ
 
     def get(self, key: str, default: t.Any = None) -> t.Any:
-        name = _ENVIRON_KEYS.get(key)
-        if name is None:
+        try:
+            name = _ENVIRON_KEYS[key]
+        except KeyError:
             name = key.upper().replace("-", "_")
             if name not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
                 name = "HTTP_" + name
@@ -210,7 +212,10 @@ def _answer(state: A2AState, reply: Reply) -> Response:
         reply.headers.append(("WWW-Authenticate", f'Bearer resource_metadata="{metadata}"'))
     if reply.streaming:  # each event written as it is yielded (never buffered)
         return _StreamResponse(reply.body, reply.status, reply.headers)
-    return _Answer(reply.body, reply.status, reply.headers)
+    headers = Headers()  # given as Headers, werkzeug takes them as they are
+    for key, value in reply.headers:
+        headers.add(key, value)  # checked as werkzeug checks any header (no newline)
+    return _Answer(reply.body, reply.status, headers)
 
 
 #: The headers a binding's answer carries that werkzeug's ``get_wsgi_headers`` leaves as they
@@ -241,6 +246,23 @@ class _Answer(Response):
             if key == "Content-Length":
                 sized = True
         return headers if sized else super().get_wsgi_headers(environ)
+
+    def get_app_iter(self, environ: t.Any) -> t.Iterable[bytes]:
+        """The body's one bytes chunk as it is, where werkzeug wraps it in an encoding
+        generator and a closing iterator: there is nothing to encode or to close (unless a
+        hook added a ``call_on_close``, or the answer takes no body: then werkzeug's)."""
+        body, status = self.response, self.status_code
+        if (
+            type(body) is list
+            and len(body) == 1
+            and type(body[0]) is bytes  # set_data's one chunk
+            and not getattr(self, "_on_close", None)
+            and environ["REQUEST_METHOD"] != "HEAD"
+            and 200 <= status
+            and status not in (204, 304)
+        ):
+            return body
+        return super().get_app_iter(environ)
 
 
 class _StreamResponse(Response):

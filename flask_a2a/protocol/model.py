@@ -265,6 +265,14 @@ class Principal:
     tenant: str | None = None
 
     def __post_init__(self) -> None:
+        owner, tenant, scopes = self.owner, self.tenant, self.scopes
+        if (  # the usual principal, made on every request: nothing to convert or refuse
+            type(owner) is str
+            and owner
+            and (tenant is None or type(tenant) is str)
+            and (scopes is None or type(scopes) is frozenset)
+        ):
+            return
         for name in ("owner", "tenant"):
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):

@@ -102,10 +102,11 @@ class MemoryStore:
         return record
 
     def _index_settled(self, record: TaskRecord) -> None:
-        ids = self._settled.setdefault(record.tier, set())
+        tier = record.tier  # made once: a property building a Tier
+        ids = self._settled.setdefault(tier, set())
         if record.task.id not in ids:
             ids.add(record.task.id)
-            heapq.heappush(self._settled_order.setdefault(record.tier, []), _sort_key(record))
+            heapq.heappush(self._settled_order.setdefault(tier, []), _sort_key(record))
 
     def _unindex(self, record: TaskRecord) -> None:
         self._by_owner.get(record.owner, set()).discard(record.task.id)
