@@ -42,7 +42,13 @@ def exempt_from_csrf(app: Flask) -> bool:
 
 def exempt_from_csrf_hook() -> None:
     """Registered by ``init_app``, so it runs before the check of a ``CSRFProtect`` set up
-    later (before-request hooks run in registration order); once done, it only reads a flag."""
-    state = t.cast("A2AState", current_app.extensions["a2a"])
+    later (before-request hooks run in registration order). It runs once: an app's hooks and
+    extensions are set up before its first request (Flask refuses a hook added later), so it
+    then takes itself out of the app's hooks and no request after pays for the call."""
+    app = t.cast(Flask, current_app._get_current_object())  # type: ignore[attr-defined]
+    state = t.cast("A2AState", app.extensions["a2a"])
     if not state.csrf_exempted:
-        state.csrf_exempted = exempt_from_csrf(current_app)
+        state.csrf_exempted = exempt_from_csrf(app)
+    hooks = app.before_request_funcs.get(None)
+    if hooks and exempt_from_csrf_hook in hooks:  # a new list: Flask may be iterating this one
+        app.before_request_funcs[None] = [h for h in hooks if h is not exempt_from_csrf_hook]

@@ -13,14 +13,17 @@ Two ways a refusal arrives, both caught per blueprint:
 - ``abort(...)`` raised in a hook: an error handler per status on the blueprint, which Flask
   prefers to the app's own for requests routed to it;
 - a page the hook returns itself: an ``after_request`` on the blueprint converts any answer of
-  400 or more that no view of ours made (a ``before_request`` of the blueprint, which runs
-  after the app's hooks, marks a request that reached our views). On the API endpoints a
-  redirect is one too (a login or password-change hook's, which an A2A client would follow to
-  an HTML page): -31401, naming where it pointed.
+  400 or more that no view of ours made (each view marks a request that reached it: the view
+  itself or :func:`passes_hooks`, which costs a request nothing, where a ``before_request`` of
+  the blueprint would cost every request a hook call; :func:`answer_host_refusals` registers
+  such a hook for a blueprint whose views do not mark). On the API endpoints a redirect is one
+  too (a login or password-change hook's, which an A2A client would follow to an HTML page):
+  -31401, naming where it pointed.
 """
 
 from __future__ import annotations
 
+import functools
 import typing as t
 
 from flask import Blueprint, Response, request
@@ -37,15 +40,35 @@ PASSED_HOOKS: t.Final = "flask_a2a.passed_host_hooks"
 Answer = t.Callable[[A2AError], Response]
 
 
+V = t.TypeVar("V", bound=t.Callable[..., t.Any])
+
+
+def passes_hooks(view: V) -> V:
+    """``view`` marking each request that reaches it as one the host's hooks let through
+    (for a blueprint registered with ``views_mark=True``)."""
+
+    @functools.wraps(view)
+    def marked(*args: t.Any, **kwargs: t.Any) -> t.Any:
+        request.environ[PASSED_HOOKS] = True
+        return view(*args, **kwargs)
+
+    return t.cast(V, marked)
+
+
 def answer_host_refusals(
     bp: Blueprint,
     answer: t.Callable[[], Answer],
     redirects: t.Callable[[], bool] = lambda: False,
+    *,
+    views_mark: bool = False,
 ) -> None:
     """Answer the host's refusals on ``bp``'s endpoints with ``answer()(error)``
     (``answer`` chooses by ``request.endpoint``: JSON-RPC for the exchange, REST for the
     rest). Where ``redirects()`` says so (an API endpoint, which no client follows to a page),
-    a redirect made by the host's hooks is refused too, naming where it pointed."""
+    a redirect made by the host's hooks is refused too, naming where it pointed.
+
+    ``views_mark``: every view of ``bp`` sets :data:`PASSED_HOOKS` itself (or is wrapped in
+    :func:`passes_hooks`), so no ``before_request`` hook is registered to do it."""
 
     def handled(exc: HTTPException) -> Response:
         status = exc.code or 500
@@ -55,14 +78,16 @@ def answer_host_refusals(
     for status in HOST_REFUSALS:
         bp.register_error_handler(status, handled)
 
-    @bp.before_request
-    def passed() -> None:
-        request.environ[PASSED_HOOKS] = True
+    if not views_mark:
+
+        @bp.before_request
+        def passed() -> None:
+            request.environ[PASSED_HOOKS] = True
 
     @bp.after_request
     def converted(response: Response) -> Response:
         status = response.status_code
-        if request.environ.get(PASSED_HOOKS) or status < 300:
+        if status < 300 or request.environ.get(PASSED_HOOKS):  # the usual answer: one look
             return response
         if status < 400:
             if not redirects():

@@ -11,6 +11,7 @@ import io
 import typing as t
 
 from flask import Blueprint, Flask, Request, Response, current_app, request
+from werkzeug.datastructures import Headers
 from werkzeug.exceptions import HTTPException
 
 from .agents import DEFAULT_AGENT, agents
@@ -20,7 +21,7 @@ from .bindings import rest_v03 as rest_v03_binding
 from .card.document import PROTECTED_RESOURCE_PATH, CardPublisher
 from .config import Settings
 from .exchange.calls import HTTPRequest, Reply
-from .host_refusals import answer_host_refusals
+from .host_refusals import PASSED_HOOKS, answer_host_refusals, passes_hooks
 from .ops.metrics import metrics_view
 from .protocol import jsonrpc
 from .protocol.errors import A2AError
@@ -34,8 +35,11 @@ ALL_METHODS: t.Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
 def agent_state() -> A2AState:
-    """The state of the agent whose blueprint routed this request."""
-    return agents(current_app).by_blueprint[t.cast(str, request.blueprint)]
+    """The state of the agent whose blueprint routed this request (its rule's endpoint read
+    once, where ``request.blueprint`` reads it through two properties)."""
+    rule = request.url_rule
+    name = rule.endpoint.rpartition(".")[0] if rule is not None else request.blueprint
+    return agents(current_app).by_blueprint[name]  # type: ignore[index]
 
 
 def exchange_view() -> Response:
@@ -96,10 +100,9 @@ def rest_unrouted() -> Response | None:
 
 
 def _http_request(state: A2AState) -> HTTPRequest:
-    return FlaskHTTPRequest(
-        t.cast(Request, request._get_current_object()),  # type: ignore[attr-defined]
-        state.resolve_principal,
-    )
+    req: Request = request._get_current_object()  # type: ignore[attr-defined]
+    req.environ[PASSED_HOOKS] = True  # reached our view: the host's hooks let it through
+    return FlaskHTTPRequest(req, state.resolve_principal)
 
 
 class FlaskHTTPRequest(HTTPRequest):
@@ -109,13 +112,38 @@ class FlaskHTTPRequest(HTTPRequest):
     def __init__(self, req: Request, resolve: t.Callable[[], Principal | None]) -> None:
         self._req = req
         self.method = req.method
-        self.headers = req.headers
-        self.content_length = req.content_length
+        self.headers = _EnvironHeaders(req.environ)
+        self.content_length = _content_length(req)
         self.resolve_principal = resolve
         self.principal_refresher = _principal_refresher
+        #: Body bytes left to read from the server's input (-1: werkzeug's stream reads it).
+        self._raw_left: int | None = None
 
     def read_body(self, size: int) -> bytes:
-        return self._req.stream.read(size)
+        left = self._raw_left
+        if left is None:
+            left = self._raw_left = self._raw_length()
+        if left < 0:
+            return self._req.stream.read(size)
+        if size > left:  # never past the body: a keep-alive socket would wait for more
+            size = left
+        chunk: bytes = self._req.environ["wsgi.input"].read(size) if size > 0 else b""
+        self._raw_left = left - len(chunk)
+        return chunk
+
+    def _raw_length(self) -> int:
+        """The body's length when it is read from the server's input as it is: a plain
+        ``Content-Length`` within the app's ``MAX_CONTENT_LENGTH``, a stream werkzeug has not
+        wrapped yet (the host's code did not read the body). -1: read through werkzeug's
+        ``request.stream`` (a chunked body, a limit it answers 413 for), which costs two dozen
+        calls more a request."""
+        req, length = self._req, self.content_length
+        if length is None or "stream" in req.__dict__:
+            return -1
+        limit = getattr(req, "_max_content_length", None)
+        if limit is None:
+            limit = current_app.config.get("MAX_CONTENT_LENGTH")
+        return length if limit is None or length <= limit else -1
 
     @property
     def host(self) -> str:
@@ -135,6 +163,47 @@ class FlaskHTTPRequest(HTTPRequest):
         return environ.get("gunicorn.socket") or environ.get("werkzeug.socket")
 
 
+#: Header name, as the code spells it -> its WSGI environ key (a few dozen names at most).
+_ENVIRON_KEYS: dict[str, str] = {}
+
+
+class _EnvironHeaders:
+    """The request's headers as the exchange reads them (``get`` of a name, in any case, as
+    werkzeug's ``EnvironHeaders`` matches it): one environ lookup, where werkzeug's ``get``
+    costs five calls and an answer reads five headers or so."""
+
+    __slots__ = ("environ",)
+
+    def __init__(self, environ: t.Mapping[str, t.Any]) -> None:
+        self.environ = environ
+
+    def get(self, key: str, default: t.Any = None) -> t.Any:
+        try:
+            name = _ENVIRON_KEYS[key]
+        except KeyError:
+            name = key.upper().replace("-", "_")
+            if name not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+                name = "HTTP_" + name
+            if len(_ENVIRON_KEYS) < 256:  # bounded: names come from the code, not requests
+                _ENVIRON_KEYS[key] = name
+        return self.environ.get(name, default)
+
+
+def _content_length(req: Request) -> int | None:
+    """``req.content_length``, read straight from the environ for the usual plain count
+    (werkzeug's property costs a dozen calls); anything else is werkzeug's to read."""
+    environ = req.environ
+    value = environ.get("CONTENT_LENGTH")
+    if (
+        value is not None
+        and "HTTP_TRANSFER_ENCODING" not in environ
+        and value.isdigit()
+        and value.isascii()
+    ):
+        return int(value)
+    return req.content_length
+
+
 def _answer(state: A2AState, reply: Reply) -> Response:
     if reply.status == 401 and state.settings.authorization_servers:
         # RFC 9728 §5.1: point the client at the protected-resource metadata.
@@ -143,7 +212,57 @@ def _answer(state: A2AState, reply: Reply) -> Response:
         reply.headers.append(("WWW-Authenticate", f'Bearer resource_metadata="{metadata}"'))
     if reply.streaming:  # each event written as it is yielded (never buffered)
         return _StreamResponse(reply.body, reply.status, reply.headers)
-    return Response(reply.body, reply.status, reply.headers)
+    headers = Headers()  # given as Headers, werkzeug takes them as they are
+    for key, value in reply.headers:
+        headers.add(key, value)  # checked as werkzeug checks any header (no newline)
+    return _Answer(reply.body, reply.status, headers)
+
+
+#: The headers a binding's answer carries that werkzeug's ``get_wsgi_headers`` leaves as they
+#: are (it rewrites ``Location`` and ``Content-Location``, and only those).
+_PLAIN_HEADERS: t.Final = frozenset({
+    "Content-Type", "Content-Length", "Cache-Control", "A2A-Version", "A2A-Extensions",
+    "Access-Control-Allow-Origin", "Access-Control-Expose-Headers", "Vary", "Allow", "allow",
+    "WWW-Authenticate", "Retry-After", "ETag", "Last-Modified",
+})  # fmt: skip
+
+
+class _Answer(Response):
+    """A binding's whole (not streamed) answer. Werkzeug copies every response's headers
+    before writing them, to look for a ``Location`` to rewrite, a status that takes no body
+    and a length to set: ours (their names all in :data:`_PLAIN_HEADERS`, the length set by
+    the body, a status with a body) need none of it, and go out as they are, a copy fewer
+    per request. Anything else (a header an ``after_request`` hook added) is werkzeug's."""
+
+    def get_wsgi_headers(self, environ: t.Any) -> t.Any:
+        headers = self.headers
+        status = self.status_code
+        if status < 200 or status == 204 or status == 304:
+            return super().get_wsgi_headers(environ)
+        sized = False
+        for key, _ in headers:
+            if key not in _PLAIN_HEADERS:
+                return super().get_wsgi_headers(environ)
+            if key == "Content-Length":
+                sized = True
+        return headers if sized else super().get_wsgi_headers(environ)
+
+    def get_app_iter(self, environ: t.Any) -> t.Iterable[bytes]:
+        """The body's one bytes chunk as it is, where werkzeug wraps it in an encoding
+        generator and a closing iterator: there is nothing to encode or to close (unless a
+        hook added a ``call_on_close``, or the answer takes no body: then werkzeug's)."""
+        body, status = self.response, self.status_code
+        if (
+            type(body) is list
+            and len(body) == 1
+            and type(body[0]) is bytes  # set_data's one chunk
+            and not getattr(self, "_on_close", None)
+            and environ["REQUEST_METHOD"] != "HEAD"
+            and 200 <= status
+            and status not in (204, 304)
+        ):
+            return body
+        return super().get_app_iter(environ)
 
 
 class _StreamResponse(Response):
@@ -219,10 +338,25 @@ def agent_blueprint(
         bp.add_url_rule(
             settings.rest_mount + "/<path:route>", "rest", rest_view, methods=ALL_METHODS
         )
-    cards.add_routes(bp, prefix, well_known)
-    answer_host_refusals(bp, _refusal_answer, redirects=_is_api)
+    cards.add_routes(_Marking(bp), prefix, well_known)
+    # The exchange's and REST views mark the request themselves (``_http_request``).
+    answer_host_refusals(bp, _refusal_answer, redirects=_is_api, views_mark=True)
     # The metrics are the process's: an agent whose metrics path is taken serves none.
     taken = {rule.rule for rule in app.url_map.iter_rules()}
     if settings.metrics_path and settings.metrics_path not in taken:
-        bp.add_url_rule(settings.metrics_path, "metrics", metrics_view, methods=["GET"])
+        bp.add_url_rule(
+            settings.metrics_path, "metrics", passes_hooks(metrics_view), methods=["GET"]
+        )
     return bp
+
+
+class _Marking:
+    """``bp`` for the card's routes: each view wrapped in :func:`passes_hooks`."""
+
+    def __init__(self, bp: Blueprint) -> None:
+        self.bp = bp
+
+    def add_url_rule(
+        self, rule: str, endpoint: str, view_func: t.Callable[..., t.Any], **options: t.Any
+    ) -> None:
+        self.bp.add_url_rule(rule, endpoint, passes_hooks(view_func), **options)

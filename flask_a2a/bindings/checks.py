@@ -173,18 +173,20 @@ def read_body(http: HTTPRequest, settings: Settings) -> bytes:
     # A WSGI read may return less than asked (a body arriving in pieces): read to EOF,
     # never past one byte over the cap.
     body = bytearray()
-    while len(body) <= cap:
-        chunk = _read(http, cap + 1 - len(body))
+    got = 0
+    while got <= cap:
+        chunk = _read(http, cap + 1 - got)
         if not chunk:
             break
         body += chunk
-    if len(body) > cap:
+        got += len(chunk)
+    if got > cap:
         raise PayloadTooLargeError()
-    if http.content_length is not None and len(body) < http.content_length:
+    if http.content_length is not None and got < http.content_length:
         # gunicorn ends a Content-Length body early, silently, when the client leaves.
         log.info(
             "a2a: request body unreadable: got %d of %d bytes (the client left)",
-            len(body),
+            got,
             http.content_length,
         )
         raise MalformedBodyError()

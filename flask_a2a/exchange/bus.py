@@ -268,6 +268,8 @@ class Bus:
             return True
 
     def publish(self, event: BusEvent) -> None:
+        if event.task_id not in self._subs:  # nobody listens (a blocking send): no lock taken
+            return  # (a dict lookup is atomic; a subscriber arriving now missed it either way)
         with self._lock:
             subs = list(self._subs.get(event.task_id, ()))
         for sub in subs:

@@ -48,6 +48,8 @@ def part_media_type(part: Part) -> str | None:
 
 def matches(one: str, other: str) -> bool:
     """``one`` and ``other`` name a common type (``image/*`` matches ``image/png``)."""
+    if one == other:  # the usual case (text/plain against text/plain): nothing to parse
+        return True
     a_type, _, a_sub = _bare(one).partition("/")
     b_type, _, b_sub = _bare(other).partition("/")
     return (a_type == b_type or "*" in (a_type, b_type)) and (
@@ -98,7 +100,11 @@ class MediaCheck:
         inputs = skill.input_modes or self.default_inputs
         for index, part in enumerate(message.parts):
             kind = part_media_type(part)
-            if kind is not None and not any(matches(kind, mode) for mode in inputs):
+            if (
+                kind is not None
+                and kind not in inputs  # named as it is: nothing to parse
+                and not any(matches(kind, mode) for mode in inputs)
+            ):
                 return (
                     f"message.parts[{index}] is {scrub(kind)[:100]}; skill {skill.id!r} "
                     f"accepts {', '.join(inputs)}"

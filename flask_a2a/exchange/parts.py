@@ -25,7 +25,9 @@ def artifact_parts(parts: Part | t.Iterable[Part] | None) -> tuple[Part, ...]:
         return ()
     if isinstance(parts, Part):
         return (parts,)
-    if isinstance(parts, (str, bytes, dict)) or not isinstance(parts, t.Iterable):
+    if type(parts) is list or type(parts) is tuple:  # the usual shape: no ABC check
+        pass
+    elif isinstance(parts, (str, bytes, dict)) or not isinstance(parts, t.Iterable):
         raise HandlerUsageError(
             f"artifact() takes a list of flask_a2a.Part, got {type(parts).__name__}: "
             f"use task.artifact([{_part_for(parts)}])"

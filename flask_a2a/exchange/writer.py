@@ -13,7 +13,6 @@ answer (:class:`WriteBound`): its caller is answered the store-unavailable error
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 import typing as t
@@ -48,7 +47,7 @@ from ..store.base import (
     unavailable_error,
     unreachable,
 )
-from ..store.sql_waits import time_left, waits_until
+from ..store.sql_waits import Until, time_left, waits_until
 from .bus import Bus, BusEvent
 
 log = logging.getLogger("flask_a2a")
@@ -76,42 +75,87 @@ class WriteBound:
         #: When the writes after a failed one must have ended (``time.monotonic()``).
         self.deadline: float | None = None
 
-    @contextlib.contextmanager
-    def trying(self) -> t.Iterator[None]:
+    def trying(self) -> _Trying:
+        """One write within the bound (a context manager)."""
+        return _Trying(self)
+
+
+class _Trying:
+    """One write within a :class:`WriteBound`. A class, not a generator: every write of every
+    run enters one, and a generator's context manager costs several calls more."""
+
+    __slots__ = ("bound", "seconds", "started", "deadline", "until")
+
+    def __init__(self, bound: WriteBound) -> None:
+        self.bound = bound
+        self.seconds = bound.seconds
+        self.started = 0.0
+        self.deadline: float | None = None
+        self.until: Until | None = None
+
+    def __enter__(self) -> None:
         seconds = self.seconds
         if seconds is None:
-            yield
             return
-        started = time.monotonic()
-        deadline = self.deadline
+        started = self.started = time.monotonic()
+        deadline = self.deadline = self.bound.deadline
         if deadline is not None and started >= deadline:
             raise TaskNotStored("the store did not answer", unavailable_error())
-        try:
-            with waits_until(started + seconds if deadline is None else deadline):
-                yield
-        except Exception as exc:
+        until = self.until = waits_until(started + seconds if deadline is None else deadline)
+        until.__enter__()
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        until = self.until
+        if until is None:
+            return
+        until.__exit__(kind, exc, tb)
+        bound = self.bound
+        if exc is None:
+            bound.deadline = None
+        elif isinstance(exc, Exception):
             if not store_failed(exc):
-                self.deadline = None  # the store answered (a conflict, a refusal)
-            elif deadline is None:
-                self.deadline = started + seconds
-            raise
-        self.deadline = None
+                bound.deadline = None  # the store answered (a conflict, a refusal)
+            elif self.deadline is None and self.seconds is not None:
+                bound.deadline = self.started + self.seconds
 
 
-@contextlib.contextmanager
-def storing(record: TaskRecord | None = None, bound: WriteBound | None = None) -> t.Iterator[None]:
+def storing(record: TaskRecord | None = None, bound: WriteBound | None = None) -> _Storing:
     """A run's write: a store failure reaches the handler as :class:`TaskNotStored`, so the
     driver's text (SQL, hosts) goes to the log only, never into a status message; a database
     that did not answer is the store-unavailable error for the caller. Within ``bound``."""
-    try:
-        with bound.trying() if bound is not None else contextlib.nullcontext():
-            yield
-    except (StaleTaskError, UnencodableDataError):
-        raise
-    except Exception as exc:
+    return _Storing(record, bound)
+
+
+class _Storing:
+    """What :func:`storing` returns (a class: it is entered on every write of every run)."""
+
+    __slots__ = ("record", "trying")
+
+    def __init__(self, record: TaskRecord | None, bound: WriteBound | None) -> None:
+        self.record = record
+        self.trying = _Trying(bound) if bound is not None else None
+
+    def __enter__(self) -> None:
+        if self.trying is not None:
+            try:
+                self.trying.__enter__()
+            except Exception as exc:
+                self._failed(exc)
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if self.trying is not None:
+            self.trying.__exit__(kind, exc, tb)
+        if exc is None or not isinstance(exc, Exception):
+            return
+        if isinstance(exc, (StaleTaskError, UnencodableDataError)):
+            return
+        self._failed(exc)
+
+    def _failed(self, exc: Exception) -> t.NoReturn:
         answer = getattr(exc, "answer", None)
         if isinstance(answer, A2AError):  # the store's refusal for the caller; it logged why
             raise TaskNotStored("the task could not be stored", answer) from None
+        record = self.record
         extra = fields(record.task.id, record.skill) if record is not None else {}
         log.error("a2a: writing a task failed: %s", scrub(repr(exc)), extra=extra)
         outage = unavailable_error() if unreachable(exc) else None

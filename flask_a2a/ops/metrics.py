@@ -126,6 +126,11 @@ class PrometheusRecorder(Recorder):
         #: (metric, label values) -> its child: ``labels()`` builds a key and takes a lock on
         #: every call, and the label values (agents, skills, states, operations, kinds) are few.
         self._children: dict[tuple[t.Any, tuple[str, ...]], t.Any] = {}
+        #: skill -> its (started, live, duration) children; (skill, state) -> settled's.
+        self._runs: dict[str, tuple[t.Any, t.Any, t.Any]] = {}
+        self._settled: dict[tuple[str, TaskState], t.Any] = {}
+        #: operation -> its store-call latency child.
+        self._store_calls: dict[str, t.Any] = {}
 
     def _child(self, metric: t.Any, *labels: str) -> t.Any:
         """``metric.labels(*labels)``, looked up once."""
@@ -134,15 +139,33 @@ class PrometheusRecorder(Recorder):
             child = self._children[(metric, labels)] = metric.labels(*labels)
         return child
 
+    def _run_children(self, skill: str) -> tuple[t.Any, t.Any, t.Any]:
+        """A skill's started, live and duration children, looked up once (every run's)."""
+        children = self._runs.get(skill)
+        if children is None:
+            series, agent = self.series, self.agent
+            children = self._runs[skill] = (
+                self._child(series.runs_started, agent, skill),
+                self._child(series.runs_live, agent, skill),
+                self._child(series.run_seconds, agent, skill),
+            )
+        return children
+
     def run_started(self, skill: str) -> None:
-        self._child(self.series.runs_started, self.agent, skill).inc()
-        self._child(self.series.runs_live, self.agent, skill).inc()
+        started, live, _ = self._run_children(skill)
+        started.inc()
+        live.inc()
 
     def run_settled(self, skill: str, state: TaskState, seconds: float) -> None:
-        series, agent = self.series, self.agent
-        self._child(series.runs_live, agent, skill).dec()
-        self._child(series.runs_settled, agent, skill, state_label(state)).inc()
-        self._child(series.run_seconds, agent, skill).observe(seconds)
+        _, live, duration = self._run_children(skill)
+        live.dec()
+        settled = self._settled.get((skill, state))
+        if settled is None:
+            settled = self._settled[(skill, state)] = self._child(
+                self.series.runs_settled, self.agent, skill, state_label(state)
+            )
+        settled.inc()
+        duration.observe(seconds)
 
     def run_refused(self, limit: str) -> None:
         self._child(self.series.run_refusals, self.agent, limit).inc()
@@ -166,7 +189,10 @@ class PrometheusRecorder(Recorder):
         self._child(self.series.push, self.agent, outcome).inc()
 
     def store_call(self, operation: str, seconds: float) -> None:
-        self._child(self.series.store_seconds, operation).observe(seconds)
+        child = self._store_calls.get(operation)
+        if child is None:
+            child = self._store_calls[operation] = self._child(self.series.store_seconds, operation)
+        child.observe(seconds)
 
     def trimmed(self, kind: str, count: int) -> None:
         if count:

@@ -59,6 +59,9 @@ _provider: t.Any = None
 
 #: A provider is set (it never changes back: OpenTelemetry sets the global provider once).
 _set = False
+#: The API keeps its global provider in ``trace._TRACER_PROVIDER`` (None until one is set):
+#: read as an attribute, without a ``getattr`` call, on every hook of every request.
+_SLOT = AVAILABLE and hasattr(trace, "_TRACER_PROVIDER")
 #: ``OTEL_PYTHON_TRACER_PROVIDER`` names a provider the API builds at its first lookup.
 _from_env = AVAILABLE and bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER"))
 
@@ -72,7 +75,7 @@ def recording() -> bool:
     global _set
     if _set:
         return True
-    if trace is None or (getattr(trace, "_TRACER_PROVIDER", True) is None and not _from_env):
+    if trace is None or (_SLOT and trace._TRACER_PROVIDER is None and not _from_env):
         return False
     provider = trace.get_tracer_provider()
     _set = not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))

@@ -111,6 +111,10 @@ def _always(method: t.Any) -> bool:
     return True
 
 
+#: The envelope's members as JSON-RPC spells them: keys all among these name no key twice.
+_ENVELOPE_KEYS: t.Final = frozenset({"jsonrpc", "id", "method", "params"})
+
+
 def decode_request(body: bytes, id_required: t.Callable[[t.Any], bool] = _always) -> Request:
     """Decode and check one JSON-RPC request. Batches are refused (-32600).
 
@@ -123,7 +127,7 @@ def decode_request(body: bytes, id_required: t.Callable[[t.Any], bool] = _always
     doc = decode_json(body)
     if not isinstance(doc, dict):
         raise InvalidRequestError("Request payload validation error: expected one JSON object")
-    if len({key.lower() for key in doc}) != len(doc):
+    if not doc.keys() <= _ENVELOPE_KEYS and len({key.lower() for key in doc}) != len(doc):
         raise JSONParseError("Invalid JSON payload: a key is spelled in two cases")
     rid: RequestId | _NoId
     if "id" in doc:
@@ -171,8 +175,13 @@ class RequestError(Exception):
         self.error = error
 
 
+#: One encoder for every answer and stored task: ``json.dumps`` with options builds a new
+#: ``JSONEncoder`` at each call. An encoder keeps nothing between calls (safe to share).
+_ENCODER: t.Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def _dumps(value: t.Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODER.encode(value)
 
 
 def encode_id(request_id: RequestId | _NoId) -> str:

@@ -38,21 +38,29 @@ class TaskState(enum.Enum):
     REJECTED = "TASK_STATE_REJECTED"
     AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
 
-    @property
-    def terminal(self) -> bool:
-        """Immutable end states: a follow-up needs a new task."""
-        return self in TERMINAL_STATES
+    # A member is itself alone (Enum compares by identity): hashed by identity, in C, where
+    # Enum's own hash is a Python call at every set or dict lookup of a state.
+    __hash__ = object.__hash__
 
-    @property
-    def interrupted(self) -> bool:
-        """Paused states: the next message carrying the task id resumes it."""
-        return self in INTERRUPTED_STATES
+    if t.TYPE_CHECKING:  # at run time, plain attributes set on each member below
+
+        @property
+        def terminal(self) -> bool:
+            """Immutable end states: a follow-up needs a new task."""
+
+        @property
+        def interrupted(self) -> bool:
+            """Paused states: the next message carrying the task id resumes it."""
 
 
 TERMINAL_STATES: t.Final = frozenset(
     {TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED}
 )
 INTERRUPTED_STATES: t.Final = frozenset({TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED})
+# Plain attributes, not properties: a request reads them a dozen times, a property is a call.
+for _state in TaskState:
+    setattr(_state, "terminal", _state in TERMINAL_STATES)  # noqa: B010
+    setattr(_state, "interrupted", _state in INTERRUPTED_STATES)  # noqa: B010
 #: Proto enum numbers, accepted on input as ProtoJSON readers do.
 TASK_STATE_NUMBERS: t.Final = dict(enumerate(TaskState))
 
@@ -257,6 +265,14 @@ class Principal:
     tenant: str | None = None
 
     def __post_init__(self) -> None:
+        owner, tenant, scopes = self.owner, self.tenant, self.scopes
+        if (  # the usual principal, made on every request: nothing to convert or refuse
+            type(owner) is str
+            and owner
+            and (tenant is None or type(tenant) is str)
+            and (scopes is None or type(scopes) is frozenset)
+        ):
+            return
         for name in ("owner", "tenant"):
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):

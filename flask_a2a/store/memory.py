@@ -102,7 +102,7 @@ class MemoryStore:
         return record
 
     def _index_settled(self, record: TaskRecord) -> None:
-        tier = record.tier
+        tier = record.tier  # made once: a property building a Tier
         ids = self._settled.setdefault(tier, set())
         if record.task.id not in ids:
             ids.add(record.task.id)

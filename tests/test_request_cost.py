@@ -1,0 +1,67 @@
+"""What one echo SendMessage costs the interpreter, counted (not timed: a count holds on a
+loaded machine). ``bench/inproc.py --profile`` drives the bench's app through its WSGI callable
+in a gevent-patched process, as a ``gunicorn -k gevent`` worker runs it, and cProfile counts
+every Python and builtin call; the figures are in docs/performance.md."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from flask import Flask
+
+from flask_a2a import A2A, Principal, Skill
+
+ROOT = Path(__file__).resolve().parent.parent
+REQUESTS = 300
+#: Calls per echo SendMessage on the memory store, over JSON-RPC and REST: 1,161 before
+#: issue 36 (bare Flask's JSON endpoint: 408), about 880 after; the bound leaves room for
+#: library versions that call a little more, and none for the old path.
+MAX_CALLS = 950
+
+
+def calls_per_request(row: str) -> float:
+    """``bench/inproc.py --profile <row>``'s call count, per request."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in env.items() if not k.startswith("A2A_")}  # the bench's own settings
+    done = subprocess.run(
+        [sys.executable, "bench/inproc.py", row, "--profile", "--requests", str(REQUESTS)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r"(\d+) function calls", done.stdout)
+    assert found is not None, done.stdout[-2000:]
+    return int(found.group(1)) / REQUESTS
+
+
+@pytest.mark.parametrize("row", ["jsonrpc", "rest"])
+def test_an_echo_send_makes_a_third_fewer_calls(row: str) -> None:
+    calls = calls_per_request(row)
+    assert calls <= MAX_CALLS, f"{row}: {calls:.0f} calls per request (bound {MAX_CALLS})"
+
+
+def test_the_agent_adds_no_hook_call_to_a_request() -> None:
+    """The host-refusal mark is set by the views themselves (no blueprint ``before_request``)
+    and the CSRF exemption hook leaves the app's hooks after the first request: what runs
+    before a view on every request is only what the REST routing needs."""
+    app = Flask(__name__)
+    app.config["A2A_ALLOW_MEMORY_STORE_IN_WORKERS"] = True
+    A2A(
+        app,
+        skills=[Skill("echo", "Echo", "Says hi.", lambda task: "hi")],
+        principal=lambda: Principal("alice"),
+    )
+    hooks = [f for funcs in app.before_request_funcs.values() for f in funcs]
+    names = sorted(f.__name__ for f in hooks)
+    assert names == ["exempt_from_csrf_hook", "rest_unrouted"]
+    app.test_client().get("/.well-known/agent-card.json")
+    hooks = [f for funcs in app.before_request_funcs.values() for f in funcs]
+    assert [f.__name__ for f in hooks] == ["rest_unrouted"]
