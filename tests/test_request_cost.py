@@ -18,10 +18,12 @@ from flask_a2a import A2A, Principal, Skill
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = 300
-#: Calls per echo SendMessage on the memory store, over JSON-RPC and REST: 1,161 before
-#: issue 36 (bare Flask's JSON endpoint: 408), about 880 after; the bound leaves room for
-#: library versions that call a little more, and none for the old path.
-MAX_CALLS = 950
+#: Calls per echo SendMessage on the memory store, over JSON-RPC and REST, beyond what bare
+#: Flask's JSON endpoint makes on the same stack (Flask and Werkzeug 2.0 make more calls for
+#: any request than 3.x): 753 before issue 36 (1,161 against 408 on the newest releases),
+#: about 445 after (852; 967 against 582 on the floors); the bound leaves room for library
+#: versions that call a little more, and none for the old path.
+MAX_OVER_BARE = 500
 
 
 def calls_per_request(row: str) -> float:
@@ -43,9 +45,11 @@ def calls_per_request(row: str) -> float:
 
 
 @pytest.mark.parametrize("row", ["jsonrpc", "rest"])
-def test_an_echo_send_makes_a_third_fewer_calls(row: str) -> None:
-    calls = calls_per_request(row)
-    assert calls <= MAX_CALLS, f"{row}: {calls:.0f} calls per request (bound {MAX_CALLS})"
+def test_an_echo_send_costs_few_calls_over_bare_flask(row: str) -> None:
+    calls, bare = calls_per_request(row), calls_per_request("bare")
+    assert calls - bare <= MAX_OVER_BARE, (
+        f"{row}: {calls:.0f} calls per request, bare Flask {bare:.0f} (bound: {MAX_OVER_BARE} more)"
+    )
 
 
 def test_the_agent_adds_no_hook_call_to_a_request() -> None:
