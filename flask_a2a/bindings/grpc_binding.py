@@ -160,7 +160,7 @@ def handle(
 ) -> Answer:
     """Run one RPC through the checks to its exchange method; raises :class:`Refusal`.
 
-    The order is the other bindings' (design.md §4) for what gRPC has of it: the caller
+    The order is the other bindings' (cheapest refusal first) for what gRPC has of it: the caller
     (UNAUTHENTICATED), ``a2a-version`` (-32009), the method, the activated extensions
     (-32008), then the method's own checks. grpcio already capped the message's size
     (``A2A_MAX_BODY_BYTES``) and decoded it: no Origin, body or content type is left to check.
