@@ -601,3 +601,35 @@ def test_a_token_api_that_reads_json_requests_only(context: BrowserContext) -> N
         page.fill("#text", "hello from a JSON-only app")
         page.click("#send-button")
         expect(page.locator("#watch-state")).to_have_attribute("data-state", "TASK_STATE_COMPLETED")
+
+
+def test_a_late_anonymous_answer_does_not_undo_a_sign_in(
+    context: BrowserContext, agent: str
+) -> None:
+    """The page asks who the caller is on load, without a token; when that answer comes after a
+    pasted token's, the page stays signed in (CI met this once on a loaded machine)."""
+    page = context.new_page()
+    held: list[t.Any] = []
+
+    def hold_the_anonymous_question(route: t.Any) -> None:
+        if "authorization" in route.request.headers:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.route("**/console/api/session", hold_the_anonymous_question)
+    page.goto(agent + CONSOLE)
+    expect(page.locator("#card-body .skill").first).to_be_visible()
+    page.fill("#token", "alice-token")
+    page.click("#token-use")
+    expect(page.locator("#who")).to_contain_text("Signed in as alice")
+    assert len(held) == 1
+    held[0].continue_()
+    # the late answer has reached the page (its resource timing entry), then one task turn
+    page.wait_for_function(
+        "() => performance.getEntriesByType('resource')"
+        ".filter((entry) => entry.name.endsWith('/console/api/session')).length === 2"
+    )
+    page.evaluate("() => new Promise((done) => setTimeout(done, 0))")
+    assert page.inner_text("#who").startswith("Signed in as alice")
+    expect(page.locator("#token-clear")).to_be_visible()

@@ -11,6 +11,9 @@ import { initOperators, loadOperators } from "./operators.js";
 
 const tabs = [...document.querySelectorAll("[data-tab]")];
 let signedIn = false;
+// Each whoAmI() call is numbered: only the newest one's answer is shown, so the page's first
+// anonymous question answering late cannot overwrite the sign-in a pasted token just made.
+let asked = 0;
 
 function notice(text) {
   const box = $("#notice");
@@ -30,8 +33,10 @@ function select(name, focus = false) {
 }
 
 async function whoAmI() {
+  const mine = ++asked;
   try {
     const session = await consoleGet("session");
+    if (mine !== asked) return null;
     signedIn = true;
     const scopes = session.scopes ? `, scopes ${session.scopes.join(" ")}` : "";
     $("#who").textContent = `Signed in as ${session.name || session.owner}${session.tenant ? ` (tenant ${session.tenant})` : ""}${scopes}${hasToken() ? " with a bearer token" : ""}.`;
@@ -42,6 +47,7 @@ async function whoAmI() {
     notice("");
     return null;
   } catch (error) {
+    if (mine !== asked) return null;
     signedIn = false;
     $("#who").textContent = error.status === 401
       ? "Not signed in: paste a bearer token, or sign in to the app."
