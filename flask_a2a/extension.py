@@ -309,7 +309,7 @@ class A2A:
         )
         close_bus.join(exchange)
         close_store.join(exchange)
-        store.when_chosen(lambda chosen: exchange.store_chosen())
+        store.when_chosen(exchange.store_chosen)
         state = A2AState(exchange, self._principal, card, self._signing_keys)
         state.scoping = scoping
         state.close_bus, state.close_store = close_bus, close_store
@@ -322,7 +322,7 @@ class A2A:
         self._states[app] = state
         registry.states[self._name] = state
         share_bus([s.exchange for s in registry.states.values() if s.exchange.bus is bus])
-        blueprint = agent_blueprint(settings, state.cards, self._prefix, well_known, app)
+        blueprint = agent_blueprint(state, self._prefix, well_known, app)
         registry.by_blueprint[blueprint.name] = state
         registry.role_endpoints.update(f"{blueprint.name}.{view}" for view in _ROLE_VIEWS)
         app.register_blueprint(blueprint)

@@ -7,6 +7,7 @@ by the blueprint that routed the request (``agents.Agents.by_blueprint``).
 
 from __future__ import annotations
 
+import functools
 import io
 import typing as t
 
@@ -18,8 +19,7 @@ from .agents import DEFAULT_AGENT, agents
 from .bindings import jsonrpc as jsonrpc_binding
 from .bindings import rest as rest_binding
 from .bindings import rest_v03 as rest_v03_binding
-from .card.document import PROTECTED_RESOURCE_PATH, CardPublisher
-from .config import Settings
+from .card.document import PROTECTED_RESOURCE_PATH
 from .exchange.calls import HTTPRequest, Reply
 from .host_refusals import PASSED_HOOKS, answer_host_refusals, passes_hooks
 from .ops.metrics import metrics_view
@@ -42,8 +42,8 @@ def agent_state() -> A2AState:
     return agents(current_app).by_blueprint[name]  # type: ignore[index]
 
 
-def exchange_view() -> Response:
-    state = agent_state()
+def exchange_view(state: A2AState) -> Response:
+    """The JSON-RPC binding (registered bound to its agent: :func:`bound_to`)."""
     exchange = state.exchange
     return _answer(
         state,
@@ -57,9 +57,19 @@ def exchange_view() -> Response:
     )
 
 
-def rest_view(route: str = "") -> Response:
+def rest_view(state: A2AState, route: str = "") -> Response:
     """The HTTP+JSON binding: every path below ``A2A_REST_PATH`` (``rest.py`` routes it)."""
-    return _rest_answer(agent_state(), route)
+    return _rest_answer(state, route)
+
+
+def bound_to(state: A2AState, view: t.Callable[..., Response]) -> t.Callable[..., Response]:
+    """``view`` for ``state``'s agent, under the view's own name and module (what Flask-WTF's
+    exemption matches): a request then never looks its agent up (a dozen calls)."""
+
+    def bound(**route: t.Any) -> Response:
+        return view(state, **route)
+
+    return functools.wraps(view)(bound)
 
 
 def _rest_answer(state: A2AState, route: str) -> Response:
@@ -212,10 +222,14 @@ def _answer(state: A2AState, reply: Reply) -> Response:
         reply.headers.append(("WWW-Authenticate", f'Bearer resource_metadata="{metadata}"'))
     if reply.streaming:  # each event written as it is yielded (never buffered)
         return _StreamResponse(reply.body, reply.status, reply.headers)
+    body: bytes = reply.body.encode()  # type: ignore[union-attr]  # a whole answer: a str
     headers = Headers()  # given as Headers, werkzeug takes them as they are
     for key, value in reply.headers:
         headers.add(key, value)  # checked as werkzeug checks any header (no newline)
-    return _Answer(reply.body, reply.status, headers)
+    headers.add("Content-Length", str(len(body)))
+    # The body as its one chunk with its length set here: werkzeug's set_data would encode
+    # and set the length through a dozen calls.
+    return _Answer([body], reply.status, headers)
 
 
 #: The headers a binding's answer carries that werkzeug's ``get_wsgi_headers`` leaves as they
@@ -327,18 +341,16 @@ def _is_api() -> bool:
     return (request.endpoint or "").rpartition(".")[2] in ("exchange", "rest", "rest_root")
 
 
-def agent_blueprint(
-    settings: Settings, cards: CardPublisher, prefix: str, well_known: bool, app: Flask
-) -> Blueprint:
+def agent_blueprint(state: A2AState, prefix: str, well_known: bool, app: Flask) -> Blueprint:
+    settings = state.settings
     name = "a2a" if settings.agent == DEFAULT_AGENT else f"a2a_{settings.agent}"
     bp = Blueprint(name, __name__)
-    bp.add_url_rule(settings.path, "exchange", exchange_view, methods=ALL_METHODS)
+    bp.add_url_rule(settings.path, "exchange", bound_to(state, exchange_view), methods=ALL_METHODS)
     if settings.rest_mount is not None:
-        bp.add_url_rule(settings.rest_mount, "rest_root", rest_view, methods=ALL_METHODS)
-        bp.add_url_rule(
-            settings.rest_mount + "/<path:route>", "rest", rest_view, methods=ALL_METHODS
-        )
-    cards.add_routes(_Marking(bp), prefix, well_known)
+        rest = bound_to(state, rest_view)
+        bp.add_url_rule(settings.rest_mount, "rest_root", rest, methods=ALL_METHODS)
+        bp.add_url_rule(settings.rest_mount + "/<path:route>", "rest", rest, methods=ALL_METHODS)
+    state.cards.add_routes(_Marking(bp), prefix, well_known)
     # The exchange's and REST views mark the request themselves (``_http_request``).
     answer_host_refusals(bp, _refusal_answer, redirects=_is_api, views_mark=True)
     # The metrics are the process's: an agent whose metrics path is taken serves none.

@@ -32,7 +32,7 @@ from ..protocol.extensions import Activation, AgentExtension
 from ..protocol.limits import MAX_TASK_ID, unstorable
 from ..protocol.model import Message, Principal, TaskState
 from ..protocol.params import read_send_params
-from ..store.base import Store, TaskRecord
+from ..store.base import Store, TaskRecord, holds_nothing_at_rest
 from .bus import Bus, BusEvent, BusHooks
 from .calls import Call, Method, Reply
 from .hooks import NO_HOOKS, HostHooks
@@ -197,9 +197,12 @@ class Exchange:
         }
         self.store_chosen()
 
-    def store_chosen(self) -> None:
+    def store_chosen(self, chosen: Store | None = None) -> None:
         """Watch other replicas' writes and lease runs when the store is shared and can: at
-        construction, and again once a store chosen at first use is known (``store.choice``)."""
+        construction, and again once a store chosen at first use is known (``store.choice``:
+        ``chosen``). A store in this process's memory never hangs: its writes need no bound."""
+        if chosen is not None and holds_nothing_at_rest(chosen):
+            self.runs.life.writes_never_hang()
         if self.replicas is None and is_shared(self.store):
             self.replicas = ReplicaWatch(self)
             self.runs.life.watched_by(self.replicas)

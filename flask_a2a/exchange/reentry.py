@@ -60,17 +60,47 @@ def origin_environ(environ: t.Mapping[str, t.Any]) -> dict[str, str]:
     return found
 
 
-@dataclasses.dataclass(frozen=True)
 class Caller:
     """What a run knows of the request that started (or resumed) it, to re-enter the app as
-    its caller: the credential headers and the origin environ keys. Never stored."""
+    its caller: the credential headers and the origin environ keys. Never stored.
 
-    headers: t.Mapping[str, str] = dataclasses.field(default_factory=dict)
-    environ: t.Mapping[str, str] = dataclasses.field(default_factory=dict)
+    :meth:`of` keeps the request and reads both from it when first asked (then lets it go):
+    most runs never re-enter the app, and reading them costs every request two dozen calls.
+    """
+
+    __slots__ = ("_http", "_headers", "_environ")
+
+    def __init__(
+        self, headers: t.Mapping[str, str] | None = None, environ: t.Mapping[str, str] | None = None
+    ) -> None:
+        self._http: HTTPRequest | None = None
+        self._headers: t.Mapping[str, str] = headers if headers is not None else {}
+        self._environ: t.Mapping[str, str] = environ if environ is not None else {}
 
     @classmethod
     def of(cls, http: HTTPRequest) -> Caller:
-        return cls(credential_headers(http.headers), origin_environ(http.environ))
+        caller = cls()
+        caller._http = http
+        return caller
+
+    def _read(self) -> None:
+        http = self._http
+        if http is not None:
+            self._headers = credential_headers(http.headers)
+            self._environ = origin_environ(http.environ)
+            self._http = None
+
+    @property
+    def headers(self) -> t.Mapping[str, str]:
+        """The caller's ``Cookie``, ``Authorization`` and ``X-API-Key`` headers."""
+        self._read()
+        return self._headers
+
+    @property
+    def environ(self) -> t.Mapping[str, str]:
+        """The originating request's :data:`ORIGIN_KEYS` and ``X-Forwarded-*`` keys."""
+        self._read()
+        return self._environ
 
 
 class RunOf(t.Protocol):

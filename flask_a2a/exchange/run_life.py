@@ -113,6 +113,11 @@ class RunLife:
             writer, runner, settings.replica_poll_interval, lambda task_id: task_id in self._runs
         )
 
+    def writes_never_hang(self) -> None:
+        """The store turned out to live in this process's memory: its runs' writes need no
+        bound (:class:`~flask_a2a.exchange.writer.WriteBound`), which costs each write."""
+        self.write_bound = None
+
     def watched_by(self, replicas: ReplicaHooks) -> None:
         """The store turned out shared (it is chosen at first use): runs from now on tell the
         replica watch when they start and end."""

@@ -442,8 +442,9 @@ class Runs:
         ``detached``: the request answers before the run ends (its span then starts a trace
         of its own, linked to the request's). ``here``: prepared to run in the caller's
         greenlet (:meth:`run_here`) when the runner can, else started as usual."""
-        run = Run(record, self.settings.task_timeout)
-        run.writes = WriteBound(self.life.write_bound)
+        run = Run(record, self.settings.task_timeout, self.runner.lock())
+        bound = self.life.write_bound
+        run.writes = WriteBound(bound) if bound is not None else None
         run.reveal = reveal
         context = TaskContext(
             self.writer,

@@ -77,7 +77,8 @@ class ChosenStore:
     Each call goes to what it serves from (:attr:`target`): until the store is chosen and may
     serve here, a :class:`~flask_a2a.store.errors.StoreErrors` that chooses it (a refusal or
     an outage reaching the caller as -32603); from then on the chosen store, in a
-    :class:`~flask_a2a.store.calls.MeteredStore` when metrics or traces may record.
+    :class:`~flask_a2a.store.calls.MeteredStore` when metrics or traces may record (a store
+    that leaves the process: the memory store is never timed).
 
     :param allow_process_local: serve from a one-process store even in several processes.
     :param metrics: times each store call (with a span per call when traces record).
@@ -129,7 +130,9 @@ class ChosenStore:
     def _serve(self) -> Operations:
         """Choose the store (if it may serve here) and serve every later call from it."""
         store = self.chosen()
-        if metered(self._metrics):
+        # The memory store's calls are dictionary reads in this process: no latency worth a
+        # histogram or a span, and timing them would cost each request a dozen calls.
+        if metered(self._metrics) and not getattr(store, "in_memory", False):
             self.target = MeteredStore(store, self._metrics)
         else:  # its optional operations are called only where ``offers`` says it has them
             self.target = t.cast("Operations", store)

@@ -99,6 +99,9 @@ class StartOnly:
     def unreserve(self) -> None:
         self.inner.unreserve()
 
+    def lock(self) -> t.Any:
+        return self.inner.lock()
+
     def can_run_here(self) -> bool:
         return False
 

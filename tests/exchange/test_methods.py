@@ -56,6 +56,9 @@ class HeldRunner:
     def unreserve(self) -> None:
         self.inner.unreserve()
 
+    def lock(self) -> t.Any:
+        return self.inner.lock()
+
     def can_run_here(self) -> bool:
         """Every run goes through start(), where the test holds it."""
         return False

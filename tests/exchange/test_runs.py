@@ -42,6 +42,9 @@ class FrozenTimers:
     def unreserve(self) -> None:
         self.inner.unreserve()
 
+    def lock(self) -> t.Any:
+        return self.inner.lock()
+
     def can_run_here(self) -> bool:
         """Every run goes through start(), on the inner runner."""
         return False

@@ -8,11 +8,13 @@ import json
 import typing as t
 
 import pytest
+import sqlalchemy as sa
 from flask import Blueprint, Flask, abort, request
 from prometheus_client.parser import text_string_to_metric_families
 
 from flask_a2a import Skill
 from flask_a2a.ops.metrics import metrics_view
+from flask_a2a.store import SQLStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo, wait_for
 from tests.webhook import Webhook
@@ -73,12 +75,36 @@ def test_runs_started_settled_and_timed_by_skill_and_state(metered: Flask) -> No
     assert delta(before, after, "a2a_runs_settled_total", skill="echo", state="completed") == 3
     assert delta(before, after, "a2a_run_duration_seconds_count", skill="echo") == 3
     assert delta(before, after, "a2a_runs_live", skill="echo") == 0
-    assert delta(before, after, "a2a_store_call_seconds_count", operation="create_task") >= 3
     # Retention kept 2 settled tasks per tier: the 4 made here trimmed at least 2.
     assert delta(before, after, "a2a_retention_trimmed_tasks_total", kind="deleted") >= 2
     labels = {value for (_, pairs) in after for (_, value) in pairs}
     assert "alice" not in labels and "nope" not in labels  # never an owner, never a guess
     assert not any(len(value) == 36 and value.count("-") == 4 for value in labels)  # no ids
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_store_calls_are_timed_for_a_database_never_for_the_memory_store(
+    make_app: t.Callable[..., Flask], tmp_path: t.Any, kind: str
+) -> None:
+    """A database's calls have a latency worth watching; the memory store's are dictionary
+    reads in this process, and timing them would only cost each request."""
+    store = (
+        SQLStore(sa.create_engine(f"sqlite:///{tmp_path / 'a2a.db'}")) if kind == "sqlite" else None
+    )
+    options = {"store": store} if store is not None else {}
+    app = make_app(config={"A2A_METRICS_PATH": "/metrics"}, **options)
+    client = A2ATestClient(app, token="alice")
+    before = scrape(app)
+    for _ in range(3):
+        assert client.send("hi", skill="echo")["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    after = scrape(app)
+    created = delta(before, after, "a2a_store_call_seconds_count", operation="create_task")
+    if kind == "sqlite":
+        assert created >= 3
+    else:
+        assert created == 0
+    if store is not None:
+        store.engine.dispose()
 
 
 def test_live_runs_and_run_cap_refusals(metered: Flask, gate: Gate) -> None:
