@@ -45,7 +45,7 @@ from .state import A2AState, OwnerLookup, OwnerName, PrincipalHook
 from .store.base import ListQuery, Store, holds_nothing_at_rest
 from .store.choice import chosen_store, store_for
 from .versions import check_versions
-from .views import agent_blueprint, rest_unrouted
+from .views import agent_blueprint
 from .wiring import (
     default_bus,
     extended_card,
@@ -331,7 +331,6 @@ class A2A:
             app.extensions[REGISTRY_KEY] = registry
             state.csrf_exempted = exempt_from_csrf(app)  # CSRFProtect registered before A2A
             app.before_request(exempt_from_csrf_hook)  # ... or after: this runs before its check
-            app.before_request(rest_unrouted)  # every agent's REST prefix
             # `flask a2a` on the app itself too: Flask before 2.1 finds plugin commands only
             # through pkg_resources, which setuptools 81 and newer no longer ship.
             app.cli.add_command(lazy_a2a_cli, "a2a")

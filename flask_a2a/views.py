@@ -14,6 +14,7 @@ import typing as t
 from flask import Blueprint, Flask, Request, Response, current_app, request
 from werkzeug.datastructures import Headers
 from werkzeug.exceptions import HTTPException
+from werkzeug.routing import BaseConverter
 
 from .agents import DEFAULT_AGENT, agents
 from .bindings import jsonrpc as jsonrpc_binding
@@ -93,20 +94,37 @@ def _rest_answer(state: A2AState, route: str) -> Response:
     )
 
 
-def rest_unrouted() -> Response | None:
-    """A request under ``A2A_REST_PATH`` werkzeug could not route — a trailing slash, a
-    doubled one (``merge_slashes`` would redirect), a verb no rule lists — goes to the REST
-    binding, which answers its google.rpc.Status JSON (404, 405) instead of werkzeug's HTML.
-    Routing errors are raised only at dispatch, after the before-request hooks, so this sees
-    them first; every other path keeps the host's own answer."""
-    if request.routing_exception is None:
-        return None
-    path = request.path
-    for state in agents(current_app).states.values():
-        mount = state.settings.rest_mount
-        if mount is not None and (path == mount or path.startswith(mount + "/")):
-            return _rest_answer(state, path[len(mount) + 1 :])
-    return None
+class AnyPath(BaseConverter):
+    """Any text, slashes included, empty too: the REST binding routes every path below its
+    mount itself and answers what it cannot route as its google.rpc.Status JSON (404, 405)."""
+
+    regex = ".*"
+    part_isolating = False  # werkzeug 2.2+: the value may span path segments
+
+
+#: The URL converter the REST rules use, registered on the app under this name.
+ANY_PATH: t.Final = "a2a_any_path"
+
+
+def route_everything_under(bp: Blueprint, mount: str, view: t.Callable[..., Response]) -> None:
+    """Route every request below ``mount`` to ``view``: any method, a doubled or trailing
+    slash (werkzeug would answer its own HTML 404, 405 or a redirect), so that no hook has to
+    look at every request of the app for the few werkzeug cannot route. Werkzeug rules with
+    no method list (Flask's ``add_url_rule`` always gives one), added when ``bp`` is."""
+
+    def register(setup: t.Any) -> None:
+        app = setup.app
+        app.url_map.converters[ANY_PATH] = AnyPath
+        prefix = f"{setup.name_prefix}.{setup.name}".lstrip(".")
+        for rule, endpoint in ((mount, "rest_root"), (f"{mount}/<{ANY_PATH}:route>", "rest")):
+            app.url_map.add(
+                app.url_rule_class(
+                    rule, endpoint=f"{prefix}.{endpoint}", methods=None, merge_slashes=False
+                )
+            )
+            app.view_functions[f"{prefix}.{endpoint}"] = view
+
+    bp.record_once(register)
 
 
 def _http_request(state: A2AState) -> HTTPRequest:
@@ -347,9 +365,7 @@ def agent_blueprint(state: A2AState, prefix: str, well_known: bool, app: Flask) 
     bp = Blueprint(name, __name__)
     bp.add_url_rule(settings.path, "exchange", bound_to(state, exchange_view), methods=ALL_METHODS)
     if settings.rest_mount is not None:
-        rest = bound_to(state, rest_view)
-        bp.add_url_rule(settings.rest_mount, "rest_root", rest, methods=ALL_METHODS)
-        bp.add_url_rule(settings.rest_mount + "/<path:route>", "rest", rest, methods=ALL_METHODS)
+        route_everything_under(bp, settings.rest_mount, bound_to(state, rest_view))
     state.cards.add_routes(_Marking(bp), prefix, well_known)
     # The exchange's and REST views mark the request themselves (``_http_request``).
     answer_host_refusals(bp, _refusal_answer, redirects=_is_api, views_mark=True)
