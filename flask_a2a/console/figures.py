@@ -14,7 +14,7 @@ import os
 import typing as t
 
 from ..ops.health import check
-from ..ops.metrics import PrometheusRecorder, recorder
+from ..ops.metrics import PrometheusRecorder, flush, recorder
 from ..push.webhooks import PushSender
 
 if t.TYPE_CHECKING:
@@ -41,6 +41,7 @@ def counters(enabled: bool) -> dict[str, t.Any] | None:
     found = recorder(enabled)
     if not isinstance(found, PrometheusRecorder):
         return None
+    flush()  # the runs' waiting events, before the series are read
     series = found.series  # every agent's series (labelled agent/...) and the shared ones
     return {
         "runsStarted": sum(_by_label(series.runs_started).values()),

@@ -10,10 +10,18 @@ operations, limits and reasons, never an owner or a task id.
 ``PROMETHEUS_MULTIPROC_DIR`` (an empty directory) before gunicorn starts and put
 ``from flask_a2a.gunicorn import child_exit`` in ``gunicorn.conf.py``; :func:`metrics_view`
 then sums every worker's samples (docs/operations.md).
+
+A run's series (started, live, settled, duration) are its one start and one end: in one
+process (no ``PROMETHEUS_MULTIPROC_DIR``) each is noted in a queue that costs the run one call,
+and applied to the series, counted together, before anything reads them (every scrape of the
+registry, the console's panel) or once :data:`FLUSH_AT` are waiting; a run's five updates
+through ``prometheus_client`` cost it some thirty calls. Several processes write their samples
+to files another process reads: each update is made as it happens there.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import typing as t
@@ -73,6 +81,12 @@ class Recorder:
 NOOP: t.Final = Recorder()
 
 
+#: Run events waiting in one process before they are applied without a reader asking.
+FLUSH_AT: t.Final = 512
+#: The state slot of a queued retention trim: ``(kind, TRIMMED, count)``.
+TRIMMED: t.Final = "trimmed"
+
+
 class Series:
     """The process's metrics in ``prometheus_client``'s default registry, made once.
 
@@ -82,8 +96,11 @@ class Series:
     """
 
     def __init__(self) -> None:
-        from prometheus_client import Counter, Gauge, Histogram
+        from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 
+        # Registered before the series, so a scrape collects it first: it applies the runs'
+        # waiting events, then the series are read.
+        REGISTRY.register(_Flusher())
         self.runs_live = Gauge(
             "a2a_runs_live", "Runs in flight", ["agent", "skill"], multiprocess_mode="livesum"
         )
@@ -123,6 +140,12 @@ class PrometheusRecorder(Recorder):
     def __init__(self, series: Series | None = None, agent: str = "default") -> None:
         self.series = series if series is not None else Series()
         self.agent = agent
+        #: Events not applied yet: (skill, None, 0) a run's start, (skill, state, seconds) its
+        #: end, (kind, TRIMMED, count) a retention trim. None: several processes, each event
+        #: applied as it happens.
+        self._events: collections.deque[tuple[str, TaskState | str | None, float]] | None = (
+            None if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else collections.deque()
+        )
         #: (metric, label values) -> its child: ``labels()`` builds a key and takes a lock on
         #: every call, and the label values (agents, skills, states, operations, kinds) are few.
         self._children: dict[tuple[t.Any, tuple[str, ...]], t.Any] = {}
@@ -152,20 +175,72 @@ class PrometheusRecorder(Recorder):
         return children
 
     def run_started(self, skill: str) -> None:
+        events = self._events
+        if events is not None:
+            events.append((skill, None, 0.0))
+            return
         started, live, _ = self._run_children(skill)
         started.inc()
         live.inc()
 
     def run_settled(self, skill: str, state: TaskState, seconds: float) -> None:
+        events = self._events
+        if events is not None:
+            events.append((skill, state, seconds))
+            if len(events) >= FLUSH_AT:
+                self.flush()
+            return
         _, live, duration = self._run_children(skill)
         live.dec()
+        self._settled_child(skill, state).inc()
+        duration.observe(seconds)
+
+    def _settled_child(self, skill: str, state: TaskState) -> t.Any:
         settled = self._settled.get((skill, state))
         if settled is None:
             settled = self._settled[(skill, state)] = self._child(
                 self.series.runs_settled, self.agent, skill, state_label(state)
             )
-        settled.inc()
-        duration.observe(seconds)
+        return settled
+
+    def flush(self) -> None:
+        """Apply the waiting run events, each once (a deque's ``popleft`` is atomic, so two
+        flushes at once share them), counted together: a start and an end of the same skill
+        leave its live gauge as it was."""
+        events = self._events
+        if not events:
+            return
+        live: collections.Counter[str] = collections.Counter()
+        started: collections.Counter[str] = collections.Counter()
+        settled: collections.Counter[tuple[str, TaskState]] = collections.Counter()
+        trimmed: collections.Counter[str] = collections.Counter()
+        observe: dict[str, t.Callable[[float], None]] = {}
+        while True:
+            try:
+                skill, state, seconds = events.popleft()
+            except IndexError:
+                break
+            if state is None:
+                started[skill] += 1
+                live[skill] += 1
+            elif state is TRIMMED:
+                trimmed[skill] += int(seconds)  # (kind, TRIMMED, count)
+            else:
+                live[skill] -= 1
+                settled[(skill, state)] += 1  # type: ignore[index]
+                duration = observe.get(skill)
+                if duration is None:
+                    duration = observe[skill] = self._run_children(skill)[2].observe
+                duration(seconds)
+        for kind, count in trimmed.items():
+            self._child(self.series.trims, kind).inc(count)
+        for skill, count in started.items():
+            self._run_children(skill)[0].inc(count)
+        for skill, change in live.items():
+            if change:
+                self._run_children(skill)[1].inc(change)
+        for (skill, state), count in settled.items():
+            self._settled_child(skill, state).inc(count)
 
     def run_refused(self, limit: str) -> None:
         self._child(self.series.run_refusals, self.agent, limit).inc()
@@ -195,8 +270,13 @@ class PrometheusRecorder(Recorder):
         child.observe(seconds)
 
     def trimmed(self, kind: str, count: int) -> None:
-        if count:
-            self._child(self.series.trims, kind).inc(count)
+        if not count:
+            return
+        events = self._events
+        if events is not None:  # one per settle at the bound: queued with the runs' events
+            events.append((kind, TRIMMED, count))
+            return
+        self._child(self.series.trims, kind).inc(count)
 
 
 def state_label(state: TaskState) -> str:
@@ -227,6 +307,24 @@ def recorder(enabled: bool = True, agent: str = "default") -> Recorder:
                     return NOOP
                 made = _made[agent] = PrometheusRecorder(_series, agent)
     return made
+
+
+def flush() -> None:
+    """Apply every agent's waiting run events (see the module's docstring)."""
+    for made in list(_made.values()):
+        made.flush()
+
+
+class _Flusher:
+    """A collector of no series of its own: collecting it applies the waiting run events,
+    so whatever reads the registry (our view, the host's own exporter) reads them."""
+
+    def describe(self) -> list[t.Any]:
+        return []
+
+    def collect(self) -> list[t.Any]:
+        flush()
+        return []
 
 
 def exposition() -> tuple[bytes, str]:

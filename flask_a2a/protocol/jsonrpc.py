@@ -83,17 +83,18 @@ def _too_deep(body: bytes, doc: t.Any) -> bool:
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
+#: The strict reader, made once (``json.loads`` with these hooks builds one per call).
+_DECODER: t.Final = json.JSONDecoder(
+    object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_finite
+)
+
+
 def decode_json(body: bytes) -> t.Any:
     """Parse strictly: repeated keys and NaN/Infinity raise :class:`JSONParseError`."""
     try:
         # RFC 8259: UTF-8 only (a leading BOM may be ignored); json.loads(bytes) would also
         # take UTF-16/32 and encoded surrogates.
-        doc = json.loads(
-            body.decode("utf-8-sig"),
-            object_pairs_hook=_pairs,
-            parse_constant=_constant,
-            parse_float=_finite,
-        )
+        doc = _DECODER.decode(body.decode("utf-8-sig"))
         if _SURROGATE_ESCAPE.search(body):
             # Paired escapes decode to one code point; a lone one cannot be UTF-8 encoded
             # again, so it would break the answer (the id is echoed) and every stored copy.

@@ -62,7 +62,7 @@ def dump_part(part: Part) -> dict[str, t.Any]:
 def dump_message(message: Message) -> dict[str, t.Any]:
     out: dict[str, t.Any] = {
         "messageId": message.message_id,
-        "role": message.role.value,
+        "role": message.role._value_,  # Enum's own attribute: ``.value`` is a property
         "parts": [dump_part(p) for p in message.parts],
     }
     if message.context_id:
@@ -94,7 +94,7 @@ def dump_artifact(artifact: Artifact) -> dict[str, t.Any]:
 
 
 def dump_status(status: TaskStatus) -> dict[str, t.Any]:
-    out: dict[str, t.Any] = {"state": status.state.value}
+    out: dict[str, t.Any] = {"state": status.state._value_}  # see dump_message
     if status.message is not None:
         out["message"] = dump_message(status.message)
     out["timestamp"] = format_timestamp(status.timestamp)

@@ -108,14 +108,17 @@ class MemoryStore:
             ids.add(record.task.id)
             heapq.heappush(self._settled_order.setdefault(tier, []), _sort_key(record))
 
-    def _unindex(self, record: TaskRecord) -> None:
+    def _unindex(self, record: TaskRecord, tier: Tier | None = None) -> None:
+        """Forget ``record`` in the indexes (``tier``: its tier, when the caller has it)."""
         self._by_owner.get(record.owner, set()).discard(record.task.id)
-        settled = self._settled.get(record.tier)
+        if tier is None:
+            tier = record.tier
+        settled = self._settled.get(tier)
         if settled is not None:
             settled.discard(record.task.id)
             if not settled:
-                del self._settled[record.tier]
-                self._settled_order.pop(record.tier, None)
+                del self._settled[tier]
+                self._settled_order.pop(tier, None)
 
     def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
         record = self._tasks.get(task_id)
@@ -169,7 +172,7 @@ class MemoryStore:
                 if task_id not in settled_ids:
                     continue  # deleted by another path since it settled
                 record = self._tasks.pop(task_id)
-                self._unindex(record)
+                self._unindex(record, tier)
                 self._configs.pop(task_id, None)
                 doomed.append(task_id)
             if doomed and self._configs:  # no configs: no orphan to look for
