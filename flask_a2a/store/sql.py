@@ -1,15 +1,17 @@
 """The SQL store: SQLAlchemy 2 Core on PostgreSQL, MySQL/MariaDB or SQLite, shared by every replica.
 
-This module is the store's operations. Its tables and their DDL are ``sql_schema`` (created if
-absent; with ``create_tables=False`` migrations make them: ``flask_a2a.store.migrations``); how
-a statement reaches the database is ``sql_statements``; what a database does its own way is its
-dialect's (``sql_dialect``: ``sql_postgres``, ``sql_mysql``, ``sql_sqlite``).
+This module is the store: what it is built from, and a task's own row (created, read, updated,
+deleted, trimmed: the hot path, written here in full). Its other operations are plain objects it
+builds once over its tables and calls: a ListTasks page and the replica poll (``sql_listing``),
+the run lease columns (``sql_leases``), push configs (``sql_push``), an owner's data exported or
+erased (``sql_owners``); a row read back is ``sql_rows``'. Its tables and their DDL are
+``sql_schema`` (created if absent; with ``create_tables=False`` migrations make them:
+``flask_a2a.store.migrations``); how a statement reaches the database is ``sql_statements``;
+what a database does its own way is its dialect's (``sql_dialect``: ``sql_postgres``,
+``sql_mysql``, ``sql_sqlite``).
 
-Writes are optimistic: ``UPDATE ... WHERE id = :id AND version = :expected``. ListTasks filters
-owner, tenant and scope set in SQL and pages by keyset on (status timestamp, id);
-``totalSize`` is the tiers' counts on PostgreSQL and MySQL (an indexed ``COUNT`` when the list
-is filtered, and on SQLite), so a page costs O(page). Timestamps are integer microseconds since
-the epoch: exact, and one order on every backend.
+Writes are optimistic: ``UPDATE ... WHERE id = :id AND version = :expected``. Timestamps are
+integer microseconds since the epoch: exact, and one order on every backend.
 
 Every call runs with a statement timeout (PostgreSQL ``statement_timeout``, MariaDB
 ``max_statement_time`` / MySQL ``max_execution_time`` and the InnoDB lock wait, SQLite
@@ -21,9 +23,7 @@ for the transaction only on the host's engine.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import time
 import typing as t
 
 import sqlalchemy as sa
@@ -31,25 +31,19 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..protocol.limits import refusal, unstorable
 from ..protocol.model import PushConfig, TaskState, Tier
-from ..protocol.wire import dump_stored_push_config, push_config_from_wire, task_from_wire
-from . import leases, sql_counts, sql_mysql
-from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task, record_json
+from . import sql_mysql
+from .base import ListQuery, StaleTaskError, TaskPage, TaskRecord, encode_task
 from .leases import LEASED_STATES, LapsedRun, LeaseTerms
 from .rounds import RoundFailed, Rounds
-from .sql_dialect import (
-    MULTI_ROWS,
-    ROW_FIELDS,
-    SQLDialect,
-    chunks,
-    exact,
-    from_micros,
-    micros,
-    scope_key,
-    scope_text,
-)
+from .sql_dialect import MULTI_ROWS, ROW_FIELDS, SQLDialect, chunks, exact, micros, scope_text
 from .sql_engine import engine_from_url as engine_from_url
 from .sql_engine import session_settings, to_millis
+from .sql_leases import LeaseRows
+from .sql_listing import Listing
+from .sql_owners import OwnerRows
 from .sql_postgres import PostgresDialect
+from .sql_push import PushConfigRows
+from .sql_rows import Columns, new_lease, read_record
 from .sql_schema import MissingTablesError as MissingTablesError
 from .sql_schema import Schema
 from .sql_sqlite import SQLiteDialect
@@ -58,26 +52,12 @@ from .sql_versions import require
 
 log = logging.getLogger("flask_a2a")
 
-_LEASED_STATES: t.Final = sorted(s.value for s in LEASED_STATES)
 #: The dialects whose differences have a module of their own (any other: the standard).
 _DIALECTS: t.Final[dict[str, type[SQLDialect]]] = {
     "postgresql": PostgresDialect,
     "sqlite": SQLiteDialect,
     **dict.fromkeys(sql_mysql.DIALECTS, sql_mysql.MySQLDialect),
 }
-
-
-class _Columns:
-    """A DBAPI row's columns by name (the table's column positions)."""
-
-    __slots__ = ("_at", "_values")
-
-    def __init__(self, at: dict[str, int], values: tuple[t.Any, ...]) -> None:
-        self._at = at
-        self._values = values
-
-    def __getattr__(self, name: str) -> t.Any:
-        return self._values[self._at[name]]
 
 
 class _RoundRefused(Exception):
@@ -94,7 +74,7 @@ def _unstorable_field(row: dict[str, t.Any]) -> tuple[str, str] | None:
     return None
 
 
-def _same_row(stored: _Columns, row: dict[str, t.Any]) -> bool:
+def _same_row(stored: Columns, row: dict[str, t.Any]) -> bool:
     """The stored row is ``row`` as a create wrote it: its first version, same ownership, same
     body (the task's JSON, with its timestamps and message ids: no other write makes it)."""
     return (
@@ -183,6 +163,11 @@ class SQLStore:
             ready=create_tables,
         )
         self._build()
+        #: The store's other operations, each over the tables it needs.
+        self._listing = Listing(self.dialect, self.statements, self.tasks, self.counts)
+        self._leases = LeaseRows(self.statements, self.tasks)
+        self._push = PushConfigRows(self.statements, self.push_configs)
+        self._owners = OwnerRows(self.statements, self.tasks, self.push_configs, self.counts)
         #: The terms of the run leases this process's running tasks are created with; None
         #: (the default): they are created with none (``exchange/run_leases.py`` sets them).
         self.lease_terms: LeaseTerms | None = None
@@ -238,18 +223,7 @@ class SQLStore:
 
     def _record_of(self, values: tuple[t.Any, ...]) -> TaskRecord:
         """A task row read on the DBAPI cursor (the table's columns, in order)."""
-        return self._record(_Columns(self._column_at, values))
-
-    def _record(self, row: t.Any) -> TaskRecord:
-        return TaskRecord(
-            task=task_from_wire(json.loads(row.body)),
-            owner=row.owner,
-            tenant=row.tenant,
-            scopes=scope_key(row.scopes),
-            created_at=from_micros(row.created_at),
-            version=row.version,
-            skill=row.skill,
-        )
+        return read_record(Columns(self._column_at, values))
 
     def _tier_params(self, tier: Tier) -> dict[str, t.Any]:
         return {"owner": tier.owner, "tenant": tier.tenant or "",
@@ -298,7 +272,7 @@ class SQLStore:
             "context_id": task.context_id,
             "created_at": micros(record.created_at),
             "body": body,
-            **self._lease_of(record),
+            **new_lease(self.lease_terms, record),
         }
         self.dialect.check_row(row)
         with self.statements.bounded():  # the shared INSERT and the row alone: one bound
@@ -320,17 +294,6 @@ class SQLStore:
                     raise
                 raise refusal(*unfit) from None
         return record
-
-    def _lease_of(self, record: TaskRecord) -> dict[str, t.Any]:
-        """A new row's lease: a running task's creation is its run's start."""
-        terms = self.lease_terms
-        if terms is None or record.state not in LEASED_STATES:
-            return {"run_by": None, "lease_until": None, "run_deadline": None}
-        deadline = None
-        if terms.timeout > 0:
-            deadline = micros(record.created_at) + int(terms.timeout * 1e6)
-        until = time.time_ns() // 1000 + int(terms.ttl * 1e6)
-        return {"run_by": leases.holder(), "lease_until": until, "run_deadline": deadline}
 
     def _insert_rows(self, rows: list[dict[str, t.Any]]) -> None:
         """One INSERT for a round's rows: on the store's own engine one multi-row ``VALUES``
@@ -357,10 +320,10 @@ class SQLStore:
         except sa.exc.SQLAlchemyError as exc:
             raise _RoundRefused() from exc
 
-    def _stored(self, task_id: str) -> _Columns | None:
+    def _stored(self, task_id: str) -> Columns | None:
         """The task's row as stored (its body as written), or None."""
         rows, _ = self.statements.execute("get", self._get, {"task_id": task_id})
-        return _Columns(self._column_at, tuple(rows[0])) if rows else None
+        return Columns(self._column_at, tuple(rows[0])) if rows else None
 
     def get_task(self, task_id: str, owner: str | None = None) -> TaskRecord | None:
         if owner is None:
@@ -401,115 +364,11 @@ class SQLStore:
 
     def task_versions(self, task_ids: list[str]) -> dict[str, tuple[int, TaskState]]:
         """Version and state of each task still stored (one query for the replica poll)."""
-        c = self.tasks.c
-        out: dict[str, tuple[int, TaskState]] = {}
-        with self.statements.one() as conn:
-            for chunk in chunks(task_ids):
-                query = sa.select(c.id, c.version, c.state).where(c.id.in_(chunk))
-                for row in conn.execute(query):
-                    out[row.id] = (row.version, TaskState(row.state))
-        return out
-
-    # -- run leases (``store/leases.py``, ``exchange/run_leases.py``)
-
-    def renew_runs(self, task_ids: list[str], until: int) -> None:
-        """Push the leases of this process's running tasks to ``until`` (micros): one
-        statement per 500 runs. A task settled or paused meanwhile takes none; one whose lease
-        was never written (its first write failed) takes it now."""
-        c = self.tasks.c
-        with self.statements.one() as conn:
-            for chunk in chunks(task_ids):
-                conn.execute(
-                    self.tasks.update()
-                    .where(c.id.in_(chunk), c.state.in_(_LEASED_STATES))
-                    .values(lease_until=until, run_by=leases.holder())
-                )
-
-    def lease_run(self, task_id: str, until: int, deadline: int | None) -> None:
-        """Take the lease of a run started over a stored task (a paused task resumed)."""
-        c = self.tasks.c
-        with self.statements.one() as conn:
-            conn.execute(
-                self.tasks.update()
-                .where(c.id == task_id, c.state.in_(_LEASED_STATES))
-                .values(lease_until=until, run_deadline=deadline, run_by=leases.holder())
-            )
-
-    def release_runs(self, task_ids: list[str]) -> None:
-        """End the leases of tasks that run on outside any run (handed off to a job)."""
-        c = self.tasks.c
-        with self.statements.one() as conn:
-            for chunk in chunks(task_ids):
-                conn.execute(
-                    self.tasks.update()
-                    .where(c.id.in_(chunk))
-                    .values(lease_until=None, run_deadline=None)
-                )
-
-    def lapsed_runs(self, now: int, limit: int) -> list[LapsedRun]:
-        """Up to ``limit`` running tasks whose lease ended before ``now`` (micros), oldest
-        lapse first: a range of the lease index, which holds a value for running tasks only."""
-        c = self.tasks.c
-        query = (
-            sa.select(c.id, c.run_by, c.run_deadline)
-            .where(c.lease_until < now)
-            .order_by(c.lease_until)
-            .limit(limit)
-        )
-        with self.statements.one() as conn:
-            return [LapsedRun(row[0], row[1], row[2]) for row in conn.execute(query)]
+        return self._listing.versions(task_ids)
 
     def list_tasks(self, query: ListQuery) -> TaskPage:
-        c = self.tasks.c
-        where: list[t.Any] = [c.owner == query.owner]
-        params: dict[str, t.Any] = {}
-        if query.tenanted:
-            where.extend(exact(c.tenant, "tenant", query.tenant is None))
-            params["tenant"] = query.tenant or ""
-        if query.scoped:
-            scopes = scope_text(query.scopes)
-            where.extend(self.dialect.scopes_is(self.tasks, scopes is None))
-            params.update(self.dialect.scope_params(scopes))
-        if query.context_id:
-            where.append(c.context_id == query.context_id)
-        if query.states is not None:
-            where.append(c.state.in_(sorted(s.value for s in query.states)))
-        if query.status_after is not None:
-            where.append(c.status_ts >= micros(query.status_after))
-        page_where = list(where)
-        if query.cursor is not None:
-            stamp, last_id = query.cursor
-            page_where.extend(self.dialect.page_after(self.tasks, micros(stamp), last_id))
-        filtered = query.context_id or query.states is not None or query.status_after is not None
-        if self.counts is not None and not filtered:  # the tiers' trigger-kept counts
-            counted = sql_counts.total(
-                self.counts,
-                query.owner,
-                query.tenant if query.tenanted else sql_counts.ANY,
-                self.dialect.counted_scopes(scope_text(query.scopes))
-                if query.scoped
-                else sql_counts.ANY,
-            )
-        else:
-            counted = sa.select(sa.func.count()).select_from(self.tasks).where(*where)
-        with self.statements.one() as conn:  # the count and the page: two reads, no transaction
-            count = int(conn.execute(counted, params).scalar_one())
-            rows = []
-            if query.limit > 0:
-                rows = list(
-                    conn.execute(
-                        sa.select(self.tasks)
-                        .where(*page_where)
-                        .order_by(c.status_ts.desc(), c.id.desc())
-                        .limit(query.limit + 1),
-                        params,
-                    )
-                )
-        records = [self._record(row) for row in rows[: query.limit]]
-        more = len(rows) > query.limit
-        last = records[-1].task if records else None
-        next_cursor = (last.status.timestamp, last.id) if more and last is not None else None
-        return TaskPage(records, count, next_cursor)
+        """A page filtered in SQL, a keyset range on (status timestamp, id): ``sql_listing``."""
+        return self._listing.page(query)
 
     def delete_tasks(self, task_ids: t.Iterable[str]) -> int:
         ids = list(dict.fromkeys(task_ids))
@@ -528,96 +387,49 @@ class SQLStore:
         params = {**self._tier_params(tier), "keep": max(0, keep)}
         return self.dialect.trim(self, tier, params)
 
-    # -- push configs
+    # -- run leases (``store/leases.py``, ``exchange/run_leases.py``): ``sql_leases``
+
+    def renew_runs(self, task_ids: list[str], until: int) -> None:
+        """Push the leases of this process's running tasks to ``until`` (micros): one
+        statement per 500 runs. A task settled or paused meanwhile takes none; one whose lease
+        was never written (its first write failed) takes it now."""
+        self._leases.renew(task_ids, until)
+
+    def lease_run(self, task_id: str, until: int, deadline: int | None) -> None:
+        """Take the lease of a run started over a stored task (a paused task resumed)."""
+        self._leases.take(task_id, until, deadline)
+
+    def release_runs(self, task_ids: list[str]) -> None:
+        """End the leases of tasks that run on outside any run (handed off to a job)."""
+        self._leases.release(task_ids)
+
+    def lapsed_runs(self, now: int, limit: int) -> list[LapsedRun]:
+        """Up to ``limit`` running tasks whose lease ended before ``now`` (micros), oldest
+        lapse first: a range of the lease index, which holds a value for running tasks only."""
+        return self._leases.lapsed(now, limit)
+
+    # -- push configs: ``sql_push``
 
     def put_push_config(self, owner: str, config: PushConfig, keep: int) -> PushConfig:
-        pc = self.push_configs.c
-        body = json.dumps(dump_stored_push_config(config), separators=(",", ":"))
-        with self.statements.tx() as conn:
-            conn.execute(
-                self.push_configs.delete().where(pc.task_id == config.task_id, pc.id == config.id)
-            )
-            last = conn.execute(
-                sa.select(sa.func.max(pc.seq)).where(pc.task_id == config.task_id)
-            ).scalar()
-            seq = max(time.time_ns() // 1000, (last or 0) + 1)
-            conn.execute(
-                self.push_configs.insert().values(
-                    task_id=config.task_id, id=config.id, owner=owner, seq=seq, body=body
-                )
-            )
-            if keep > 0:
-                old = (
-                    sa.select(pc.id)
-                    .where(pc.task_id == config.task_id)
-                    .order_by(pc.seq.desc())
-                    .offset(keep)
-                )
-                stale = [row.id for row in conn.execute(old)]
-                if stale:
-                    conn.execute(
-                        self.push_configs.delete().where(
-                            pc.task_id == config.task_id, pc.id.in_(stale)
-                        )
-                    )
-        return config
+        return self._push.put(owner, config, keep)
 
     def get_push_config(self, task_id: str, config_id: str) -> PushConfig | None:
-        pc = self.push_configs.c
-        with self.statements.one() as conn:
-            body = conn.execute(
-                sa.select(pc.body).where(pc.task_id == task_id, pc.id == config_id)
-            ).scalar()
-        return None if body is None else push_config_from_wire(json.loads(body))
+        return self._push.get(task_id, config_id)
 
     def list_push_configs(self, task_id: str) -> list[PushConfig]:
-        pc = self.push_configs.c
-        with self.statements.one() as conn:
-            bodies = conn.execute(
-                sa.select(pc.body).where(pc.task_id == task_id).order_by(pc.seq)
-            ).scalars()
-            return [push_config_from_wire(json.loads(body)) for body in bodies]
+        return self._push.of_task(task_id)
 
     def delete_push_config(self, task_id: str, config_id: str) -> bool:
-        pc = self.push_configs.c
-        with self.statements.one() as conn:
-            result = conn.execute(
-                self.push_configs.delete().where(pc.task_id == task_id, pc.id == config_id)
-            )
-        return bool(result.rowcount)
+        return self._push.delete(task_id, config_id)
 
-    # -- data export and erasure
+    # -- data export and erasure: ``sql_owners``
 
     def owners(self) -> list[str]:
         """Every owner holding a task (``flask a2a trim`` walks them)."""
-        with self.statements.one() as conn:
-            query = sa.select(self.tasks.c.owner).distinct().order_by(self.tasks.c.owner)
-            return list(conn.execute(query).scalars())
+        return self._owners.owners()
 
     def export_owner(self, owner: str) -> dict[str, list[dict[str, t.Any]]]:
-        c, pc = self.tasks.c, self.push_configs.c
-        with self.statements.tx() as conn:
-            rows = list(
-                conn.execute(
-                    sa.select(self.tasks).where(c.owner == owner).order_by(c.status_ts, c.id)
-                )
-            )
-            bodies = list(
-                conn.execute(
-                    sa.select(pc.body).where(pc.owner == owner).order_by(pc.task_id, pc.seq)
-                ).scalars()
-            )
-        return {
-            "tasks": [record_json(self._record(row)) for row in rows],
-            "pushConfigs": [json.loads(body) for body in bodies],
-        }
+        return self._owners.export(owner)
 
     def erase_owner(self, owner: str) -> int:
-        with self.statements.tx() as conn:
-            configs = conn.execute(
-                self.push_configs.delete().where(self.push_configs.c.owner == owner)
-            ).rowcount
-            tasks = conn.execute(self.tasks.delete().where(self.tasks.c.owner == owner)).rowcount
-            if self.counts is not None:  # the owner's (now zero) counts go too
-                conn.execute(self.counts.delete().where(self.counts.c.owner == owner))
-        return int(configs) + int(tasks)
+        return self._owners.erase(owner)
