@@ -216,7 +216,7 @@ def _seed(store: t.Any, owner: str, count: int) -> None:
     """Insert ``count`` completed echo tasks for ``owner``, as create/update would store them."""
     from flask_a2a.protocol.model import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
     from flask_a2a.store.base import encode_task
-    from flask_a2a.store.sql import _micros
+    from flask_a2a.store.sql_dialect import micros
 
     start = datetime.now(timezone.utc) - timedelta(days=1)
     rows: list[dict[str, t.Any]] = []
@@ -241,9 +241,9 @@ def _seed(store: t.Any, owner: str, count: int) -> None:
                 "skill": "echo",
                 "version": 3,
                 "state": task.status.state.value,
-                "status_ts": _micros(stamp),
+                "status_ts": micros(stamp),
                 "context_id": context_id,
-                "created_at": _micros(stamp),
+                "created_at": micros(stamp),
                 "body": encode_task(task),
             }
         )
