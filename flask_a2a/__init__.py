@@ -2,7 +2,9 @@
 
 The public names load on first use (PEP 562), so importing a submodule such as
 ``flask_a2a.gunicorn`` in gunicorn's master loads neither Flask nor requests nor ssl before
-gevent monkey-patches the workers.
+gevent monkey-patches the workers. Every home loads its names so, with :func:`_lazy_names`,
+written here rather than in a module of its own, which ``import flask_a2a`` would have to find
+and load too.
 
 This package is the home of the names most apps use; the few others have one home each, the
 ``__all__`` of a subpackage or module that docs/api.md lists ("Where names live"). Every other
@@ -86,83 +88,108 @@ if t.TYPE_CHECKING:
 
 #: Public name -> the submodule defining it.
 _SOURCES: t.Final[dict[str, str]] = {
-    "AgentExtension": "protocol.extensions",
-    "AgentCard": "card.document",
-    "A2AClient": "client.a2a_client",
-    "A2AClientError": "client.a2a_client",
-    "NotificationRejected": "client.notifications",
-    "ConfigError": "config",
-    "Entity": "entities.entity",
-    "A2AError": "protocol.errors",
-    "ContentTypeNotSupportedError": "protocol.errors",
-    "ExtendedAgentCardNotConfiguredError": "protocol.errors",
-    "ExtensionSupportRequiredError": "protocol.errors",
-    "ForbiddenOriginError": "protocol.errors",
-    "RateLimitedError": "protocol.errors",
-    "NotFoundError": "protocol.errors",
-    "ForbiddenError": "protocol.errors",
-    "InternalError": "protocol.errors",
-    "InvalidAgentResponseError": "protocol.errors",
-    "InvalidParamsError": "protocol.errors",
-    "InvalidRequestError": "protocol.errors",
-    "JSONParseError": "protocol.errors",
-    "MalformedBodyError": "protocol.errors",
-    "MethodNotAllowedError": "protocol.errors",
-    "MethodNotFoundError": "protocol.errors",
-    "PayloadTooLargeError": "protocol.errors",
-    "PushNotificationNotSupportedError": "protocol.errors",
-    "StreamSeatsExhaustedError": "protocol.errors",
-    "TaskCanceled": "protocol.errors",
-    "TaskInterrupted": "protocol.errors",
-    "TaskNotCancelableError": "protocol.errors",
-    "TaskNotFoundError": "protocol.errors",
-    "TaskSettled": "protocol.errors",
-    "TaskTimedOut": "protocol.errors",
-    "TaskVisibleError": "protocol.errors",
-    "UnauthenticatedError": "protocol.errors",
-    "UnsupportedOperationError": "protocol.errors",
-    "VersionNotSupportedError": "protocol.errors",
-    "A2A": "extension",
-    "from_prefixed_env": "flask_compat",
-    "Artifact": "protocol.model",
-    "AuthenticationInfo": "protocol.model",
-    "Message": "protocol.model",
-    "Part": "protocol.model",
-    "Principal": "protocol.model",
-    "PushConfig": "protocol.model",
-    "Role": "protocol.model",
-    "Task": "protocol.model",
-    "TaskArtifactUpdateEvent": "protocol.model",
-    "TaskState": "protocol.model",
-    "TaskStatus": "protocol.model",
-    "TaskStatusUpdateEvent": "protocol.model",
-    "Skill": "exchange.router",
-    "AppAnswer": "exchange.reentry",
-    "Reentry": "exchange.reentry",
-    "GeventRunner": "exchange.runner",
-    "ThreadRunner": "exchange.runner",
-    "MemoryStore": "store.memory",
-    "Store": "store.base",
-    "TaskContext": "exchange.tasks",
-    "TaskUpdater": "exchange.tasks",
+    "AgentExtension": ".protocol.extensions",
+    "AgentCard": ".card.document",
+    "A2AClient": ".client.a2a_client",
+    "A2AClientError": ".client.a2a_client",
+    "NotificationRejected": ".client.notifications",
+    "ConfigError": ".config",
+    "Entity": ".entities.entity",
+    "A2AError": ".protocol.errors",
+    "ContentTypeNotSupportedError": ".protocol.errors",
+    "ExtendedAgentCardNotConfiguredError": ".protocol.errors",
+    "ExtensionSupportRequiredError": ".protocol.errors",
+    "ForbiddenOriginError": ".protocol.errors",
+    "RateLimitedError": ".protocol.errors",
+    "NotFoundError": ".protocol.errors",
+    "ForbiddenError": ".protocol.errors",
+    "InternalError": ".protocol.errors",
+    "InvalidAgentResponseError": ".protocol.errors",
+    "InvalidParamsError": ".protocol.errors",
+    "InvalidRequestError": ".protocol.errors",
+    "JSONParseError": ".protocol.errors",
+    "MalformedBodyError": ".protocol.errors",
+    "MethodNotAllowedError": ".protocol.errors",
+    "MethodNotFoundError": ".protocol.errors",
+    "PayloadTooLargeError": ".protocol.errors",
+    "PushNotificationNotSupportedError": ".protocol.errors",
+    "StreamSeatsExhaustedError": ".protocol.errors",
+    "TaskCanceled": ".protocol.errors",
+    "TaskInterrupted": ".protocol.errors",
+    "TaskNotCancelableError": ".protocol.errors",
+    "TaskNotFoundError": ".protocol.errors",
+    "TaskSettled": ".protocol.errors",
+    "TaskTimedOut": ".protocol.errors",
+    "TaskVisibleError": ".protocol.errors",
+    "UnauthenticatedError": ".protocol.errors",
+    "UnsupportedOperationError": ".protocol.errors",
+    "VersionNotSupportedError": ".protocol.errors",
+    "A2A": ".extension",
+    "from_prefixed_env": ".flask_compat",
+    "Artifact": ".protocol.model",
+    "AuthenticationInfo": ".protocol.model",
+    "Message": ".protocol.model",
+    "Part": ".protocol.model",
+    "Principal": ".protocol.model",
+    "PushConfig": ".protocol.model",
+    "Role": ".protocol.model",
+    "Task": ".protocol.model",
+    "TaskArtifactUpdateEvent": ".protocol.model",
+    "TaskState": ".protocol.model",
+    "TaskStatus": ".protocol.model",
+    "TaskStatusUpdateEvent": ".protocol.model",
+    "Skill": ".exchange.router",
+    "AppAnswer": ".exchange.reentry",
+    "Reentry": ".exchange.reentry",
+    "GeventRunner": ".exchange.runner",
+    "ThreadRunner": ".exchange.runner",
+    "MemoryStore": ".store.memory",
+    "Store": ".store.base",
+    "TaskContext": ".exchange.tasks",
+    "TaskUpdater": ".exchange.tasks",
 }
 
 __all__ = [*_SOURCES, "__version__"]
 
 
-if not t.TYPE_CHECKING:  # type checkers see the imports above, and flag an unknown name
+def _lazy_names(
+    namespace: dict[str, t.Any],
+    sources: t.Mapping[str, str],
+    *,
+    submodules: bool = False,
+) -> tuple[t.Callable[[str], t.Any], t.Callable[[], list[str]]]:
+    """The module ``__getattr__`` and ``__dir__`` of the home whose ``globals()`` is
+    ``namespace``: this package's and each subpackage home's (``from .. import _lazy_names``).
+
+    ``sources`` maps a public name to the module defining it, written as after ``from`` in the
+    home's ``__init__`` (``".card.document"``, ``"..exchange.calls"``), or ``"module:name"``
+    where its name there differs (``".jsonrpc:handle"``). A name is imported the first time it
+    is asked for, then kept in ``namespace`` (later lookups never come back here). With
+    ``submodules``, another public name that is a submodule is imported as one
+    (``flask_a2a.store`` after a bare ``import flask_a2a``).
+    """
+    package = namespace["__name__"]
 
     def __getattr__(name: str) -> t.Any:
-        """Import the submodule that defines ``name`` the first time it is asked for (or the
-        submodule ``name`` itself: ``flask_a2a.store`` after a bare ``import flask_a2a``)."""
-        if name in _SOURCES:
-            value = getattr(importlib.import_module(f".{_SOURCES[name]}", __name__), name)
-        elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
-            value = importlib.import_module(f".{name}", __name__)
+        if name in sources:
+            module, _, attribute = sources[name].partition(":")
+            value = getattr(importlib.import_module(module, package), attribute or name)
+        elif (
+            submodules
+            and not name.startswith("_")
+            and importlib.util.find_spec(f"{package}.{name}")
+        ):
+            value = importlib.import_module(f".{name}", package)
         else:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        globals()[name] = value
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        namespace[name] = value
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__})
+        return sorted({*namespace, *sources})
+
+    return __getattr__, __dir__
+
+
+if not t.TYPE_CHECKING:  # type checkers see the imports above, and flag an unknown name
+    __getattr__, __dir__ = _lazy_names(globals(), _SOURCES, submodules=True)

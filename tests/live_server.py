@@ -2,7 +2,9 @@
 
 ``werkzeug_server(app)`` serves an app object from a thread; ``gunicorn_server(spec)`` runs
 ``gunicorn -k gevent`` in a subprocess (the production setup). Both pick a free port, yield the
-base URL once the server answers, and always stop the server.
+base URL once the server answers, and always stop the server. ``LiveGunicorn`` and ``LiveGrpc``
+(``flask a2a grpc``) are subprocesses started, awaited and stopped the one way of
+``LiveProcess``; ``wait_http`` waits for a server started otherwise.
 """
 
 from __future__ import annotations
@@ -59,7 +61,78 @@ def _answers(url: str) -> bool:
         return False
 
 
-class LiveGunicorn:
+def wait_until(
+    ready: t.Callable[[], bool], timeout: float, proc: subprocess.Popen[t.Any] | None = None
+) -> bool:
+    """Whether ``ready()`` held before ``timeout`` seconds passed (and before ``proc``, if
+    given, exited)."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)  # polling a subprocess's socket: there is no event to await
+    return True
+
+
+def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen[t.Any] | None = None) -> bool:
+    """Whether ``url`` gave any HTTP answer within ``timeout`` seconds (see :func:`wait_until`)."""
+    return wait_until(lambda: _answers(url), timeout, proc)
+
+
+class LiveProcess:
+    """A server in a subprocess of its own process group, its output in a temporary file:
+    started, awaited until it answers (or dead, or late: then stopped and its log raised),
+    stopped gracefully by :meth:`stop`, or all at once by :meth:`kill9`."""
+
+    #: Seconds :meth:`stop` waits after SIGTERM before it kills the group.
+    grace: float = 15.0
+
+    def __init__(
+        self,
+        command: t.Sequence[str],
+        *,
+        env: t.Mapping[str, str] | None,
+        cwd: str | None = None,
+        stdout_too: bool = False,
+    ) -> None:
+        self._log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            command, cwd=cwd, env={**os.environ, **(env or {})},
+            stdout=self._log if stdout_too else subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if stdout_too else self._log, start_new_session=True,
+        )  # fmt: skip
+
+    def _await(self, ready: t.Callable[[], bool], timeout: float, failure: str) -> None:
+        if not wait_until(ready, timeout, self.proc):
+            raise RuntimeError(f"{failure}:\n{self.stop()}")
+
+    def output(self) -> str:
+        """Everything the server logged so far."""
+        self._log.seek(0)
+        return self._log.read()
+
+    def kill9(self) -> None:
+        """kill -9 of the whole server: master and workers at once."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> str:
+        """SIGTERM (SIGKILL of the group after :attr:`grace` seconds); returns the log."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(self.grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if self._log.closed:
+            return ""
+        out = self.output()
+        self._log.close()
+        return out
+
+
+class LiveGunicorn(LiveProcess):
     """``gunicorn -k gevent`` in a subprocess on 127.0.0.1 (the production setup).
 
     Started in its own process group, so :meth:`kill9` takes the master and its workers at
@@ -80,46 +153,16 @@ class LiveGunicorn:
     ) -> None:
         self.port = port or free_port()
         self.url = f"http://{HOST}:{self.port}"
-        self._log = tempfile.TemporaryFile(mode="w+")
         command = [
             sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", str(workers),
             "-b", f"{HOST}:{self.port}", "--chdir", chdir, "--graceful-timeout", "5",
             *extra, spec,
         ]  # fmt: skip
-        self.proc = subprocess.Popen(
-            command, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
-            stderr=self._log, start_new_session=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + startup_timeout
-        while not _answers(self.url + ready_path):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"gunicorn did not come up on {self.url}:\n{self.stop()}")
-            time.sleep(0.05)  # polling a subprocess's socket: there is no event to await
-
-    def output(self) -> str:
-        """Everything the server logged so far."""
-        self._log.seek(0)
-        return self._log.read()
-
-    def kill9(self) -> None:
-        """kill -9 of the whole server: master and workers at once."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> str:
-        """Stop gracefully (SIGTERM; SIGKILL of the group after 15 s); returns the log."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
-        if self._log.closed:
-            return ""
-        out = self.output()
-        self._log.close()
-        return out
+        super().__init__(command, env=env)
+        ready = self.url + ready_path
+        self._await(
+            lambda: _answers(ready), startup_timeout, f"gunicorn did not come up on {self.url}"
+        )
 
 
 @contextlib.contextmanager
@@ -132,11 +175,13 @@ def gunicorn_server(spec: str, *, chdir: str, **options: t.Any) -> t.Iterator[st
         server.stop()
 
 
-class LiveGrpc:
+class LiveGrpc(LiveProcess):
     """``flask --app APP a2a grpc --bind 127.0.0.1:PORT [ARGS]`` in a subprocess (its own
     process group): the gRPC server's own process, as docs/grpc.md runs it. Needs the ``grpc``
     extra. ``address`` is ``host:port``; :meth:`stop` is a graceful SIGTERM and returns the log.
     """
+
+    grace = 20.0
 
     def __init__(
         self,
@@ -152,36 +197,20 @@ class LiveGrpc:
 
         self.port = port or free_port()
         self.address = f"{HOST}:{self.port}"
-        self._log = tempfile.TemporaryFile(mode="w+")
         command = [sys.executable, "-m", "flask", "--app", app, "a2a", "grpc",
                    "--bind", self.address, *extra]  # fmt: skip
-        self.proc = subprocess.Popen(
-            command, cwd=chdir, env={**os.environ, **(env or {})}, stdout=self._log,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        with grpc.insecure_channel(self.address) as channel:
-            ready = grpc.channel_ready_future(channel)
-            try:  # grpcio's own readiness: no polling here
-                ready.result(timeout=startup_timeout)
-            except grpc.FutureTimeoutError:
-                ready.cancel()
-                raise RuntimeError(f"no gRPC server on {self.address}:\n{self.stop()}") from None
+        super().__init__(command, env=env, cwd=chdir, stdout_too=True)
 
-    def output(self) -> str:
-        self._log.seek(0)
-        return self._log.read()
-
-    def stop(self) -> str:
-        """SIGTERM (SIGKILL of the group after 20 s); returns the log."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
+        def ready() -> bool:  # grpcio's own readiness, asked for a moment at a time
             try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
-        if self._log.closed:
-            return ""
-        out = self.output()
-        self._log.close()
-        return out
+                future.result(timeout=0.25)
+            except grpc.FutureTimeoutError:
+                return False
+            return True
+
+        with grpc.insecure_channel(self.address) as channel:
+            future = grpc.channel_ready_future(channel)
+            try:
+                self._await(ready, startup_timeout, f"no gRPC server on {self.address}")
+            finally:
+                future.cancel()

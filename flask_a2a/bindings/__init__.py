@@ -10,8 +10,9 @@ The public names are ``__all__``: what a server built without Flask calls (docs/
 
 from __future__ import annotations
 
-import importlib
 import typing as t
+
+from .. import _lazy_names
 
 if t.TYPE_CHECKING:
     from ..exchange.calls import HTTPRequest as HTTPRequest
@@ -22,15 +23,15 @@ if t.TYPE_CHECKING:
     from .jsonrpc import handle as handle_jsonrpc
     from .rest import handle as handle_rest
 
-#: Public name -> (the module defining it, its name there).
-_SOURCES: t.Final[dict[str, tuple[str, str]]] = {
-    "HTTPRequest": ("..exchange.calls", "HTTPRequest"),
-    "Reply": ("..exchange.calls", "Reply"),
-    "handle_jsonrpc": (".jsonrpc", "handle"),
-    "handle_rest": (".rest", "handle"),
-    "handle_grpc": (".grpc_binding", "handle"),  # the grpc extra
-    "RPCS": (".grpc_binding", "RPCS"),
-    "Refusal": (".grpc_binding", "Refusal"),
+#: Public name -> the module defining it (``module:name`` where its name there differs).
+_SOURCES: t.Final[dict[str, str]] = {
+    "HTTPRequest": "..exchange.calls",
+    "Reply": "..exchange.calls",
+    "handle_jsonrpc": ".jsonrpc:handle",
+    "handle_rest": ".rest:handle",
+    "handle_grpc": ".grpc_binding:handle",  # the grpc extra
+    "RPCS": ".grpc_binding",
+    "Refusal": ".grpc_binding",
 }
 
 __all__ = [
@@ -43,13 +44,5 @@ __all__ = [
     "Refusal",
 ]
 
-if not t.TYPE_CHECKING:
-
-    def __getattr__(name: str) -> t.Any:
-        """Import the module defining ``name`` the first time it is asked for."""
-        if name not in _SOURCES:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        module, attribute = _SOURCES[name]
-        value = getattr(importlib.import_module(module, __name__), attribute)
-        globals()[name] = value
-        return value
+if not t.TYPE_CHECKING:  # type checkers see the imports above, and flag an unknown name
+    __getattr__, __dir__ = _lazy_names(globals(), _SOURCES)

@@ -9,7 +9,8 @@ activates) to the same method of :class:`~flask_a2a.exchange.methods.Exchange`, 
 method's ProtoJSON answer is parsed back into the RPC's response message; a stream's events one
 by one, as the relay of ``exchange/streams.py`` yields them. A refusal is a
 ``google.rpc.Status`` (its ErrorInfo in domain ``a2a-protocol.org``, then the BadRequest of a
--32602) with the status code of the v1.0.1 mapping (:data:`CODES`), sent the gRPC way, in the
+-32602) with the status code of the v1.0.1 mapping (``protocol/errors.py``'s ``STATUSES``, one
+table with the HTTP+JSON binding's statuses), sent the gRPC way, in the
 ``grpc-status-details-bin`` trailer. The server that runs it is ``grpc_server.py``'s.
 """
 
@@ -30,27 +31,7 @@ from google.rpc import (
 from ..exchange.calls import Call, HTTPRequest, Method, Reply
 from ..protocol.errors import (
     A2AError,
-    ContentTypeNotSupportedError,
-    ExtendedAgentCardNotConfiguredError,
-    ExtensionSupportRequiredError,
-    ForbiddenError,
-    InternalError,
-    InvalidAgentResponseError,
-    InvalidParamsError,
-    InvalidRequestError,
-    JSONParseError,
-    MalformedBodyError,
-    MethodNotAllowedError,
-    MethodNotFoundError,
-    NotFoundError,
-    PayloadTooLargeError,
-    PushNotificationNotSupportedError,
-    RateLimitedError,
-    TaskNotCancelableError,
-    TaskNotFoundError,
-    UnauthenticatedError,
-    UnsupportedOperationError,
-    VersionNotSupportedError,
+    statuses_of,
 )
 from ..protocol.extensions import HEADER as EXTENSIONS_HEADER
 from ..protocol.extensions import Activation
@@ -61,34 +42,6 @@ from .checks import admit, internal_error, invoke
 SERVICE: t.Final = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 #: The metadata key of the activated extensions in an answer (gRPC keys are lowercase).
 EXTENSIONS_KEY: t.Final = EXTENSIONS_HEADER.lower()
-
-#: Error class -> gRPC status code: spec §5.4 as corrected in A2A 1.0.1 for the A2A errors
-#: (UnsupportedOperation, PushNotificationNotSupported, VersionNotSupported: FAILED_PRECONDITION),
-#: the HTTP+JSON binding's google.rpc code for the rest (the host's own refusals among them:
-#: a hook's 403, 404, 429). Looked up along the class's MRO.
-CODES: t.Final[dict[type[A2AError], grpc.StatusCode]] = {
-    TaskNotFoundError: grpc.StatusCode.NOT_FOUND,
-    TaskNotCancelableError: grpc.StatusCode.FAILED_PRECONDITION,
-    PushNotificationNotSupportedError: grpc.StatusCode.FAILED_PRECONDITION,
-    UnsupportedOperationError: grpc.StatusCode.FAILED_PRECONDITION,
-    ContentTypeNotSupportedError: grpc.StatusCode.INVALID_ARGUMENT,
-    InvalidAgentResponseError: grpc.StatusCode.INTERNAL,
-    ExtendedAgentCardNotConfiguredError: grpc.StatusCode.FAILED_PRECONDITION,
-    ExtensionSupportRequiredError: grpc.StatusCode.FAILED_PRECONDITION,
-    VersionNotSupportedError: grpc.StatusCode.FAILED_PRECONDITION,
-    JSONParseError: grpc.StatusCode.INVALID_ARGUMENT,
-    InvalidRequestError: grpc.StatusCode.INVALID_ARGUMENT,
-    InvalidParamsError: grpc.StatusCode.INVALID_ARGUMENT,
-    MethodNotFoundError: grpc.StatusCode.UNIMPLEMENTED,
-    InternalError: grpc.StatusCode.INTERNAL,
-    MalformedBodyError: grpc.StatusCode.INVALID_ARGUMENT,
-    UnauthenticatedError: grpc.StatusCode.UNAUTHENTICATED,
-    ForbiddenError: grpc.StatusCode.PERMISSION_DENIED,
-    NotFoundError: grpc.StatusCode.NOT_FOUND,
-    MethodNotAllowedError: grpc.StatusCode.UNIMPLEMENTED,
-    PayloadTooLargeError: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    RateLimitedError: grpc.StatusCode.RESOURCE_EXHAUSTED,
-}
 
 
 class Rpc(t.NamedTuple):
@@ -228,10 +181,8 @@ def streamed_refusal(error: t.Mapping[str, t.Any]) -> Refusal:
 
 
 def code_of(error: A2AError) -> grpc.StatusCode:
-    for cls in type(error).__mro__:
-        if cls in CODES:
-            return CODES[cls]
-    return grpc.StatusCode.INTERNAL
+    """The gRPC status code of a refusal (``errors.STATUSES``)."""
+    return grpc.StatusCode[statuses_of(error).grpc]
 
 
 def status_of(error: A2AError) -> status_pb2.Status:

@@ -20,30 +20,16 @@ from ..protocol import jsonrpc
 from ..protocol.errors import (
     ERROR_DOMAIN,
     ERROR_INFO_TYPE,
+    STATUSES,
     A2AError,
-    ContentTypeNotSupportedError,
-    ExtendedAgentCardNotConfiguredError,
-    ExtensionSupportRequiredError,
-    ForbiddenError,
-    ForbiddenOriginError,
-    InternalError,
-    InvalidAgentResponseError,
     InvalidParamsError,
-    InvalidRequestError,
     JSONParseError,
     MalformedBodyError,
     MethodNotAllowedError,
     MethodNotFoundError,
-    NotFoundError,
     PayloadTooLargeError,
-    PushNotificationNotSupportedError,
-    RateLimitedError,
-    StreamSeatsExhaustedError,
-    TaskNotCancelableError,
-    TaskNotFoundError,
     UnauthenticatedError,
-    UnsupportedOperationError,
-    VersionNotSupportedError,
+    statuses_of,
 )
 from ..protocol.extensions import Activation
 from ..protocol.scrub import scrub
@@ -60,36 +46,6 @@ from .checks import (
 
 MEDIA_TYPE: t.Final = "application/a2a+json"
 JSON_HEADERS: t.Final = (("Content-Type", MEDIA_TYPE), ("Cache-Control", "no-store"))
-
-#: Error class -> (HTTP status, google.rpc.Code name): spec §5.4 for the A2A errors, the
-#: google.rpc mapping for the rest. Looked up along the class's MRO. A wrong verb has no
-#: google.rpc.Code (UNIMPLEMENTED reads as "no such method" and maps to 501): its status
-#: names the HTTP refusal, METHOD_NOT_ALLOWED.
-STATUS: t.Final[dict[type[A2AError], tuple[int, str]]] = {
-    TaskNotFoundError: (404, "NOT_FOUND"),
-    TaskNotCancelableError: (400, "FAILED_PRECONDITION"),
-    PushNotificationNotSupportedError: (400, "FAILED_PRECONDITION"),
-    UnsupportedOperationError: (400, "FAILED_PRECONDITION"),
-    ContentTypeNotSupportedError: (400, "INVALID_ARGUMENT"),
-    InvalidAgentResponseError: (500, "INTERNAL"),
-    ExtendedAgentCardNotConfiguredError: (400, "FAILED_PRECONDITION"),
-    ExtensionSupportRequiredError: (400, "FAILED_PRECONDITION"),
-    VersionNotSupportedError: (400, "FAILED_PRECONDITION"),
-    JSONParseError: (400, "INVALID_ARGUMENT"),
-    InvalidRequestError: (400, "INVALID_ARGUMENT"),
-    InvalidParamsError: (400, "INVALID_ARGUMENT"),
-    MethodNotFoundError: (404, "NOT_FOUND"),
-    InternalError: (500, "INTERNAL"),
-    MalformedBodyError: (400, "INVALID_ARGUMENT"),
-    UnauthenticatedError: (401, "UNAUTHENTICATED"),
-    ForbiddenOriginError: (403, "PERMISSION_DENIED"),
-    ForbiddenError: (403, "PERMISSION_DENIED"),
-    NotFoundError: (404, "NOT_FOUND"),
-    MethodNotAllowedError: (405, "METHOD_NOT_ALLOWED"),
-    PayloadTooLargeError: (413, "INVALID_ARGUMENT"),
-    StreamSeatsExhaustedError: (429, "RESOURCE_EXHAUSTED"),
-    RateLimitedError: (429, "RESOURCE_EXHAUSTED"),
-}
 
 #: ErrorInfo reasons for the errors whose JSON-RPC answer carries no ``data`` (REST answers
 #: always carry an ErrorInfo, so a client can tell two 400s apart).
@@ -260,10 +216,9 @@ def handle(
 
 
 def status_of(error: A2AError) -> tuple[int, str]:
-    for cls in type(error).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 500, "INTERNAL"
+    """The HTTP status and the google.rpc.Code name of a refusal (``errors.STATUSES``)."""
+    http, status, _ = statuses_of(error)
+    return http, status
 
 
 def reason_of(error: A2AError) -> str:
@@ -304,7 +259,7 @@ def error_reply(error: A2AError) -> Reply:
 
 def error_class_for_reason(reason: str) -> type[A2AError]:
     """The error class a REST ErrorInfo reason stands for (clients, the test client)."""
-    for cls in STATUS:
+    for cls in STATUSES:
         if cls.reason == reason or REASONS.get(cls) == reason:
             return cls
     return A2AError

@@ -7,9 +7,9 @@ imports, and are private.
 
 from __future__ import annotations
 
-import importlib
 import typing as t
 
+from .. import _lazy_names
 from .document import (
     AGENT_CARD_PATH as AGENT_CARD_PATH,
 )
@@ -57,22 +57,15 @@ if t.TYPE_CHECKING:
 
 #: Public name -> the submodule defining it, imported on first use (``cryptography``).
 _SOURCES: t.Final[dict[str, str]] = {
-    "CardSignatureError": "signing",
-    "SigningKey": "signing",
-    "canonical_payload": "signing",
-    "jwks": "signing",
-    "sign_card": "signing",
-    "verify_card": "signing",
+    "CardSignatureError": ".signing",
+    "SigningKey": ".signing",
+    "canonical_payload": ".signing",
+    "jwks": ".signing",
+    "sign_card": ".signing",
+    "verify_card": ".signing",
 }
 
 __all__ = list(_SOURCES)
 
-if not t.TYPE_CHECKING:
-
-    def __getattr__(name: str) -> t.Any:
-        """Import the module defining ``name`` the first time it is asked for."""
-        if name not in _SOURCES:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f".{_SOURCES[name]}", __name__), name)
-        globals()[name] = value
-        return value
+if not t.TYPE_CHECKING:  # type checkers see the imports above, and flag an unknown name
+    __getattr__, __dir__ = _lazy_names(globals(), _SOURCES)

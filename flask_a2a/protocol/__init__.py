@@ -8,8 +8,9 @@ caller may send (docs/security.md), imported on first use.
 
 from __future__ import annotations
 
-import importlib
 import typing as t
+
+from .. import _lazy_names
 
 if t.TYPE_CHECKING:
     from .jsonrpc import MAX_DEPTH as MAX_DEPTH
@@ -18,19 +19,12 @@ if t.TYPE_CHECKING:
 
 #: Public name -> the submodule defining it.
 _SOURCES: t.Final[dict[str, str]] = {
-    "MAX_DEPTH": "jsonrpc",
-    "MAX_KEY": "limits",
-    "MAX_TASK_ID": "limits",
+    "MAX_DEPTH": ".jsonrpc",
+    "MAX_KEY": ".limits",
+    "MAX_TASK_ID": ".limits",
 }
 
 __all__ = list(_SOURCES)
 
-if not t.TYPE_CHECKING:
-
-    def __getattr__(name: str) -> t.Any:
-        """Import the module defining ``name`` the first time it is asked for."""
-        if name not in _SOURCES:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f".{_SOURCES[name]}", __name__), name)
-        globals()[name] = value
-        return value
+if not t.TYPE_CHECKING:  # type checkers see the imports above, and flag an unknown name
+    __getattr__, __dir__ = _lazy_names(globals(), _SOURCES)

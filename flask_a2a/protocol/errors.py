@@ -3,7 +3,8 @@
 Each class carries its own ``code``, default ``message``, the ``google.rpc.ErrorInfo`` reason it
 reports and the HTTP status it is answered with (200 for every JSON-RPC-level error; the few
 refusals that happen before JSON-RPC exists use a real HTTP status). The code-to-class lookup is
-built by scanning the subclasses, so there is no second table to keep in step.
+built by scanning the subclasses, so there is no second table to keep in step. What the other
+two bindings answer, HTTP+JSON and gRPC, is one table beside them (:data:`STATUSES`).
 """
 
 from __future__ import annotations
@@ -236,6 +237,58 @@ class StreamSeatsExhaustedError(RateLimitedError):
     message = "Too many open streams for this caller"
     reason = "STREAM_SEATS_EXHAUSTED"
     http_status = 429
+
+
+#: Error class -> (HTTP status, google.rpc.Code name, gRPC status code name): the HTTP+JSON
+#: binding's answer (its status, and the code its ``google.rpc.Status`` body names) beside the
+#: gRPC binding's (``grpc.StatusCode`` by name: this layer imports no grpc). Spec §5.4 as
+#: corrected in A2A 1.0.1 for the A2A errors (UnsupportedOperation, PushNotificationNotSupported,
+#: VersionNotSupported: FAILED_PRECONDITION), the google.rpc mapping for the rest (the host's
+#: own refusals among them: a hook's 403, 404, 429). Looked up along the class's MRO
+#: (:func:`statuses_of`). A wrong verb has no google.rpc.Code over HTTP (UNIMPLEMENTED reads as
+#: "no such method" and maps to 501): its status names the HTTP refusal, METHOD_NOT_ALLOWED.
+STATUSES: t.Final[dict[type[A2AError], tuple[int, str, str]]] = {
+    TaskNotFoundError: (404, "NOT_FOUND", "NOT_FOUND"),
+    TaskNotCancelableError: (400, "FAILED_PRECONDITION", "FAILED_PRECONDITION"),
+    PushNotificationNotSupportedError: (400, "FAILED_PRECONDITION", "FAILED_PRECONDITION"),
+    UnsupportedOperationError: (400, "FAILED_PRECONDITION", "FAILED_PRECONDITION"),
+    ContentTypeNotSupportedError: (400, "INVALID_ARGUMENT", "INVALID_ARGUMENT"),
+    InvalidAgentResponseError: (500, "INTERNAL", "INTERNAL"),
+    ExtendedAgentCardNotConfiguredError: (400, "FAILED_PRECONDITION", "FAILED_PRECONDITION"),
+    ExtensionSupportRequiredError: (400, "FAILED_PRECONDITION", "FAILED_PRECONDITION"),
+    VersionNotSupportedError: (400, "FAILED_PRECONDITION", "FAILED_PRECONDITION"),
+    JSONParseError: (400, "INVALID_ARGUMENT", "INVALID_ARGUMENT"),
+    InvalidRequestError: (400, "INVALID_ARGUMENT", "INVALID_ARGUMENT"),
+    InvalidParamsError: (400, "INVALID_ARGUMENT", "INVALID_ARGUMENT"),
+    MethodNotFoundError: (404, "NOT_FOUND", "UNIMPLEMENTED"),
+    InternalError: (500, "INTERNAL", "INTERNAL"),
+    MalformedBodyError: (400, "INVALID_ARGUMENT", "INVALID_ARGUMENT"),
+    UnauthenticatedError: (401, "UNAUTHENTICATED", "UNAUTHENTICATED"),
+    ForbiddenOriginError: (403, "PERMISSION_DENIED", "PERMISSION_DENIED"),
+    ForbiddenError: (403, "PERMISSION_DENIED", "PERMISSION_DENIED"),
+    NotFoundError: (404, "NOT_FOUND", "NOT_FOUND"),
+    MethodNotAllowedError: (405, "METHOD_NOT_ALLOWED", "UNIMPLEMENTED"),
+    PayloadTooLargeError: (413, "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"),
+    StreamSeatsExhaustedError: (429, "RESOURCE_EXHAUSTED", "RESOURCE_EXHAUSTED"),
+    RateLimitedError: (429, "RESOURCE_EXHAUSTED", "RESOURCE_EXHAUSTED"),
+}
+
+
+class Statuses(t.NamedTuple):
+    """An error's row of :data:`STATUSES`."""
+
+    http: int
+    rest: str
+    grpc: str
+
+
+def statuses_of(error: A2AError) -> Statuses:
+    """The first row of :data:`STATUSES` along the error's MRO (500 INTERNAL for none)."""
+    for cls in type(error).__mro__:
+        row = STATUSES.get(cls)
+        if row is not None:
+            return Statuses(*row)
+    return Statuses(500, "INTERNAL", "INTERNAL")
 
 
 def _all_subclasses(cls: type[A2AError]) -> t.Iterator[type[A2AError]]:

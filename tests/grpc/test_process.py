@@ -20,7 +20,7 @@ import requests
 from a2a.types import a2a_pb2
 
 from tests.grpc.conftest import Caller, refusal, send_request
-from tests.live_server import HOST, _answers, free_port
+from tests.live_server import HOST, free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.live
@@ -117,7 +117,7 @@ def test_one_process_for_development_shares_the_memory_store(
     processes.append(server)
     server.wait_grpc(address)
     base = f"http://{web}"
-    assert _wait_http(base + "/.well-known/agent-card.json")
+    assert wait_http(base + "/.well-known/agent-card.json")
     card = requests.get(base + "/.well-known/agent-card.json", timeout=10).json()
     assert card["supportedInterfaces"][-1] == {
         "url": address,
@@ -150,17 +150,6 @@ def test_one_process_for_development_shares_the_memory_store(
     assert "warning: the memory store" not in server.output()
     call.close()
     assert server.stop() and server.proc.returncode == 0
-
-
-def _wait_http(url: str, timeout: float = 30.0) -> bool:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not _answers(url):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)  # polling a subprocess's socket: there is no event to await
-    return True
 
 
 def test_a_port_in_use_is_an_error_not_a_shared_port(processes: list[FlaskProcess]) -> None:

@@ -15,6 +15,7 @@ from flask import Flask
 from google.protobuf import empty_pb2, json_format
 
 from flask_a2a import AgentCard, AgentExtension, Part, Skill, TaskContext
+from flask_a2a.protocol.errors import STATUSES
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo, wait_for
 from tests.grpc.conftest import Caller, grpc_server, refusal, send_request
@@ -206,6 +207,12 @@ def test_errors_are_google_rpc_status_with_the_v101_codes(
         INVALID_ARGUMENT,
         "INVALID_PARAMS",
     )
+
+
+def test_every_error_names_a_grpc_status_code() -> None:
+    """``errors.STATUSES`` names each error's gRPC code by name (the protocol layer imports no
+    grpc): every name is one of ``grpc.StatusCode``'s, so no refusal fails to find its code."""
+    assert {row[2] for row in STATUSES.values()} <= set(grpc.StatusCode.__members__)
 
 
 def test_the_version_metadata_is_checked(served: t.Callable[..., Caller]) -> None:

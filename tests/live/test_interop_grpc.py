@@ -34,7 +34,7 @@ from tests.live.test_interop import (  # noqa: E402, F401  (the scenarios, colle
     test_subscribe_to_a_paused_task_sees_the_completion_over_the_sdk,
     test_subscribe_to_a_terminal_task_over_the_sdk,
 )
-from tests.live_server import HOST, LiveGrpc, _answers, free_port  # noqa: E402
+from tests.live_server import HOST, LiveGrpc, free_port, wait_http  # noqa: E402
 
 pytestmark = pytest.mark.interop
 
@@ -75,17 +75,6 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[Agent]:
         yield Agent(base, base + "/.well-known/jwks.json", grpc_url)
     finally:
         server.stop()
-
-
-def wait_http(url: str, timeout: float = 30.0) -> bool:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not _answers(url):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)  # polling a subprocess's socket: there is no event to await
-    return True
 
 
 @pytest.fixture(params=["GRPC"])

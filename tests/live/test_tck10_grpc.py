@@ -4,7 +4,8 @@ over HTTP listing the GRPC interface the suite then speaks to.
 
 The suite is a checkout (``$A2A_TCK_10_PATH``, else a shallow clone of its ``1.0-dev`` branch
 into ``~/.cache/flask_a2a-tests``) run by its own venv (its pyproject's dependencies; cached the
-same way). Skipped, saying why, when neither the checkout nor the packages can be had.
+same way: ``tests/tck_support.py``). Skipped, saying why, when neither the checkout nor the
+packages can be had.
 
 Known failures, each a place where the suite and the spec this server follows differ
 (docs/grpc.md#the-conformance-suite):
@@ -17,12 +18,8 @@ Known failures, each a place where the suite and the spec this server follows di
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import typing as t
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -31,13 +28,12 @@ import pytest
 
 pytest.importorskip("grpc_status", reason="the grpc extra is not installed")
 
-from tests.live_server import HOST, LiveGrpc, _answers, free_port  # noqa: E402
+from tests.live_server import HOST, LiveGrpc, free_port, wait_http  # noqa: E402
+from tests.tck_support import Suite  # noqa: E402
 
 pytestmark = pytest.mark.live
 
 ROOT = Path(__file__).resolve().parents[2]
-TCK_REPO = "https://github.com/a2aproject/a2a-tck"
-TCK_BRANCH = "1.0-dev"
 
 KNOWN_FAILURES: t.Final[dict[str, str]] = {
     "tests.compatibility.grpc.test_status_codes.TestGrpcStatusCodes"
@@ -49,87 +45,32 @@ KNOWN_FAILURES: t.Final[dict[str, str]] = {
 LEAST_PASSED: t.Final = 70
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "flask_a2a-tests"
-
-
-def _checkout() -> Path:
-    given = os.environ.get("A2A_TCK_10_PATH")
-    if given:
-        if not (Path(given) / "tests" / "compatibility").is_dir():
-            pytest.skip(f"A2A_TCK_10_PATH={given} is no a2a-tck 1.0 checkout")
-        return Path(given)
-    target = _cache_root() / "a2a-tck-1.0"
-    if (target / "tests" / "compatibility").is_dir():
-        return target
-    _cache_root().mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["git", "clone", "--depth", "1", "-b", TCK_BRANCH, TCK_REPO, str(target)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if done.returncode != 0:
-        shutil.rmtree(target, ignore_errors=True)
-        pytest.skip(
-            f"a2a-tck {TCK_BRANCH} could not be cloned (set A2A_TCK_10_PATH to a "
-            f"checkout): {done.stderr.strip()[-200:]}"
-        )
-    return target
-
-
-def _dependencies(checkout: Path) -> list[str]:
+def _install(checkout: Path) -> tuple[bytes, list[str]]:
+    """Its pyproject's dependencies; keyed by them."""
     import tomllib
 
-    project = tomllib.loads((checkout / "pyproject.toml").read_text())["project"]
-    return list(project["dependencies"])
+    requirements = list(
+        tomllib.loads((checkout / "pyproject.toml").read_text())["project"]["dependencies"]
+    )
+    return "\n".join(requirements + [sys.version]).encode(), requirements
 
 
-def _venv(checkout: Path) -> Path:
-    requirements = _dependencies(checkout)
-    key = hashlib.sha256("\n".join(requirements + [sys.version]).encode()).hexdigest()[:12]
-    venv = _cache_root() / f"a2a-tck-1.0-{key}"
-    if (venv / ".complete").exists():
-        return venv / "bin" / "python"
-    building = Path(tempfile.mkdtemp(prefix="a2a-tck-1.0-", dir=_cache_root()))
-    try:
-        subprocess.run(
-            [sys.executable, "-m", "venv", str(building)],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        done = subprocess.run(
-            [str(building / "bin" / "python"), "-m", "pip", "install", "-q", *requirements],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        if done.returncode != 0:
-            pytest.skip(
-                f"the a2a-tck requirements could not be installed: {done.stderr.strip()[-300:]}"
-            )
-        (building / ".complete").write_text("ok")
-        try:
-            building.rename(venv)
-        except OSError:  # another session finished first
-            pass
-    finally:
-        if building.exists():
-            shutil.rmtree(building, ignore_errors=True)
-    return venv / "bin" / "python"
+SUITE: t.Final = Suite(
+    branch="1.0-dev",
+    folder="a2a-tck-1.0",
+    path_variable="A2A_TCK_10_PATH",
+    marker="tests/compatibility",
+    label="a2a-tck 1.0",
+    venv="a2a-tck-1.0",
+    install=_install,
+)
 
 
 @pytest.fixture(scope="module")
 def tck() -> tuple[Path, Path]:
     if sys.version_info < (3, 11):
         pytest.skip("the a2a-tck 1.0 suite needs Python 3.11+")
-    checkout = _checkout()
-    try:
-        return checkout, _venv(checkout)
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"no venv for a2a-tck: {exc}")
+    return SUITE.prepared()
 
 
 @pytest.fixture(scope="module")
@@ -150,12 +91,7 @@ def server(tck: tuple[Path, Path]) -> t.Iterator[str]:
         extra=["--http", f"{HOST}:{http_port}"],
     )
     try:
-        import time
-
-        deadline = time.monotonic() + 30
-        while not _answers(base + "/.well-known/agent-card.json"):
-            assert time.monotonic() < deadline, live.output()
-            time.sleep(0.05)  # polling a subprocess's socket: there is no event to await
+        assert wait_http(base + "/.well-known/agent-card.json", proc=live.proc), live.output()
         yield base
     finally:
         log = live.stop()
