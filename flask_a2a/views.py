@@ -98,7 +98,7 @@ class AnyPath(BaseConverter):
     """Any text, slashes included, empty too: the REST binding routes every path below its
     mount itself and answers what it cannot route as its google.rpc.Status JSON (404, 405)."""
 
-    regex = ".*"
+    regex = r"[\s\S]*"  # "." would stop at a newline (a percent-encoded %0A)
     part_isolating = False  # werkzeug 2.2+: the value may span path segments
 
 

@@ -121,6 +121,12 @@ class Exchange:
                 "a blocking send may run its run in the request's greenlet (return False "
                 "unless it offers here(); flask_a2a.exchange.runner.Runner)"
             )
+        if not callable(getattr(runner, "lock", None)):
+            raise ConfigError(
+                f"runner= {type(runner).__name__} has no lock(): a Runner makes the re-entrant "
+                "lock of each run's writes, of the kind its runs wait on (threading.RLock() "
+                "for threads; flask_a2a.exchange.runner.Runner)"
+            )
         self.runner = runner
         #: The in-process bus, or one shared by replicas (``redis_bus.RedisBus``).
         self.bus = bus if bus is not None else Bus()

@@ -203,6 +203,9 @@ def test_subscribe_to_an_unknown_task_keeps_its_one_sse_error_event(
     ("PUT", "/a2a/rest/tasks", 405, "METHOD_NOT_ALLOWED", "METHOD_NOT_ALLOWED"),
     ("TRACE", "/a2a/rest/tasks", 405, "METHOD_NOT_ALLOWED", "METHOD_NOT_ALLOWED"),
     ("PROPFIND", "/a2a/rest/tasks/x", 405, "METHOD_NOT_ALLOWED", "METHOD_NOT_ALLOWED"),
+    # a percent-encoded newline in a segment: werkzeug routes it to the binding all the same
+    ("GET", "/a2a/rest/tasks%0A", 404, "NOT_FOUND", "METHOD_NOT_FOUND"),
+    ("PUT", "/a2a/rest/tasks/%0A", 405, "METHOD_NOT_ALLOWED", "METHOD_NOT_ALLOWED"),
 ])  # fmt: skip
 def test_every_answer_under_the_rest_prefix_is_a_status_body(
     client: A2ATestClient, method: str, path: str, status: int, grpc: str, reason: str

@@ -164,3 +164,14 @@ def test_a_runner_that_does_not_say_fails_init_app(make_app: t.Callable[..., Fla
     """Not -32603 on every blocking send later: the one error, at startup, naming the fix."""
     with pytest.raises(ConfigError, match="can_run_here"):
         make_app(runner=Unsaid())
+
+
+class Lockless(StartOnly):
+    """A runner written before ``lock``: each run's writes would have no lock to take."""
+
+    lock = None  # type: ignore[assignment]
+
+
+def test_a_runner_without_a_lock_fails_init_app(make_app: t.Callable[..., Flask]) -> None:
+    with pytest.raises(ConfigError, match=r"lock\(\)"):
+        make_app(runner=Lockless())
