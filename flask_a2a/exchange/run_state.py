@@ -31,9 +31,7 @@ INBOX_LIMIT: t.Final = 256
 class Run:
     """One handler run in this process: its cancel flags, deadline, timer and completion."""
 
-    def __init__(
-        self, record: TaskRecord, timeout: float, lock: t.ContextManager[t.Any] | None = None
-    ) -> None:
+    def __init__(self, record: TaskRecord, timeout: float, lock: t.ContextManager[t.Any]) -> None:
         self.task_id = record.task.id
         self.owner = record.owner
         self.record = record
@@ -42,7 +40,8 @@ class Run:
         #: Set once the task reached a final state here or the run ended.
         self.done = threading.Event()
         #: Serializes this process's writes to the task, so bus order is version order.
-        self.lock: t.ContextManager[t.Any] = lock if lock is not None else threading.RLock()
+        #: Re-entrant, made by the runner (``Runner.lock()``).
+        self.lock = lock
         self.started = False
         self.handed_off = False
         #: The task (version 0, not written yet) must be written at its next change.

@@ -165,14 +165,13 @@ class GeventRunner:
         import gevent.pool  # the gevent extra; imported only when this runner is chosen
 
         self._pool = gevent.pool.Pool(size)
-        self._size = size
         #: The pool's running greenlets (``Group.greenlets``): its length is what
         #: ``free_count()`` reads through three calls.
         self._running = self._pool.greenlets
         self._reserved = 0
 
     def reserve(self) -> bool:
-        if len(self._running) + self._reserved >= self._size:
+        if len(self._running) + self._reserved >= self._pool.size:
             return False
         self._reserved += 1
         return True

@@ -144,7 +144,7 @@ class PrometheusRecorder(Recorder):
         #: end, (kind, TRIMMED, count) a retention trim. None: several processes, each event
         #: applied as it happens.
         self._events: collections.deque[tuple[str, TaskState | str | None, float]] | None = (
-            None if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else collections.deque()
+            None if _multiprocess() else collections.deque()
         )
         #: (metric, label values) -> its child: ``labels()`` builds a key and takes a lock on
         #: every call, and the label values (agents, skills, states, operations, kinds) are few.
@@ -309,6 +309,11 @@ def recorder(enabled: bool = True, agent: str = "default") -> Recorder:
     return made
 
 
+def _multiprocess() -> bool:
+    """Several processes write their samples to files (``PROMETHEUS_MULTIPROC_DIR``)."""
+    return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+
 def flush() -> None:
     """Apply every agent's waiting run events (see the module's docstring)."""
     for made in list(_made.values()):
@@ -331,7 +336,7 @@ def exposition() -> tuple[bytes, str]:
     """The metrics text and its content type: every worker's in multiprocess mode."""
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if _multiprocess():
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()

@@ -12,7 +12,7 @@ import typing as t
 
 from ..ops import telemetry
 from ..ops.metrics import Recorder
-from .base import offers, optional
+from .base import holds_nothing_at_rest, offers, optional
 
 if t.TYPE_CHECKING:
     from ..protocol.model import PushConfig, TaskState, Tier
@@ -70,7 +70,7 @@ class MeteredStore:
 
     @property
     def in_memory(self) -> bool:
-        return bool(getattr(self._store, "in_memory", False))
+        return holds_nothing_at_rest(self._store)
 
     @property
     def deferred_trims(self) -> bool:

@@ -25,7 +25,7 @@ import weakref
 
 from ..ops.metrics import NOOP, Recorder
 from . import processes
-from .base import offers, unreachable
+from .base import holds_nothing_at_rest, offers, unreachable
 from .blocking_drivers import gevent_patched, warn_blocking
 from .calls import MeteredStore, metered
 from .errors import StoreErrors, StoreRefused, StoreUnavailable
@@ -132,7 +132,7 @@ class ChosenStore:
         store = self.chosen()
         # The memory store's calls are dictionary reads in this process: no latency worth a
         # histogram or a span, and timing them would cost each request a dozen calls.
-        if metered(self._metrics) and not getattr(store, "in_memory", False):
+        if metered(self._metrics) and not holds_nothing_at_rest(store):
             self.target = MeteredStore(store, self._metrics)
         else:  # its optional operations are called only where ``offers`` says it has them
             self.target = t.cast("Operations", store)
@@ -210,7 +210,7 @@ class ChosenStore:
 
     @property
     def in_memory(self) -> bool:
-        return bool(getattr(self.target, "in_memory", False))
+        return holds_nothing_at_rest(self.target)
 
     @property
     def deferred_trims(self) -> bool:

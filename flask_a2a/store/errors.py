@@ -14,7 +14,7 @@ import typing as t
 
 from ..config import ConfigRuntimeError
 from ..protocol.errors import InternalError
-from .base import offers, unavailable_error
+from .base import holds_nothing_at_rest, offers, unavailable_error
 
 if t.TYPE_CHECKING:
     from ..protocol.model import PushConfig, TaskState, Tier
@@ -79,7 +79,7 @@ class StoreErrors:
 
     @property
     def in_memory(self) -> bool:
-        return bool(getattr(self.opened(), "in_memory", False))
+        return holds_nothing_at_rest(self.opened())
 
     @property
     def deferred_trims(self) -> bool:

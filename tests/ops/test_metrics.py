@@ -8,13 +8,11 @@ import json
 import typing as t
 
 import pytest
-import sqlalchemy as sa
 from flask import Blueprint, Flask, abort, request
 from prometheus_client.parser import text_string_to_metric_families
 
 from flask_a2a import Skill
 from flask_a2a.ops.metrics import metrics_view
-from flask_a2a.store import SQLStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo, wait_for
 from tests.webhook import Webhook
@@ -82,15 +80,13 @@ def test_runs_started_settled_and_timed_by_skill_and_state(metered: Flask) -> No
     assert not any(len(value) == 36 and value.count("-") == 4 for value in labels)  # no ids
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+@pytest.mark.parametrize("store_kind", ["sqlite", "memory"])
 def test_store_calls_are_timed_for_a_database_never_for_the_memory_store(
-    make_app: t.Callable[..., Flask], tmp_path: t.Any, kind: str
+    make_app: t.Callable[..., Flask], new_store: t.Callable[..., t.Any], store_kind: str
 ) -> None:
     """A database's calls have a latency worth watching; the memory store's are dictionary
     reads in this process, and timing them would only cost each request."""
-    store = (
-        SQLStore(sa.create_engine(f"sqlite:///{tmp_path / 'a2a.db'}")) if kind == "sqlite" else None
-    )
+    store = new_store() if store_kind == "sqlite" else None
     options = {"store": store} if store is not None else {}
     app = make_app(config={"A2A_METRICS_PATH": "/metrics"}, **options)
     client = A2ATestClient(app, token="alice")
@@ -99,12 +95,10 @@ def test_store_calls_are_timed_for_a_database_never_for_the_memory_store(
         assert client.send("hi", skill="echo")["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     after = scrape(app)
     created = delta(before, after, "a2a_store_call_seconds_count", operation="create_task")
-    if kind == "sqlite":
+    if store_kind == "sqlite":
         assert created >= 3
     else:
         assert created == 0
-    if store is not None:
-        store.engine.dispose()
 
 
 def test_live_runs_and_run_cap_refusals(metered: Flask, gate: Gate) -> None:

@@ -10,14 +10,12 @@ import typing as t
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from flask import Flask
 from opentelemetry.instrumentation.flask import FlaskInstrumentor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from flask_a2a import Skill, TaskContext
-from flask_a2a.store import SQLStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo, wait_for
 from tests.otel_support import exporter, named, one, parent_id, span_id, trace_id
@@ -86,13 +84,14 @@ def test_send_message_spans_nest_in_the_flask_server_span(
     assert SECRET_TEXT not in text and "alice" not in text  # no body, no credential
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+@pytest.mark.parametrize("store_kind", ["sqlite", "memory"])
 def test_store_calls_have_spans_for_a_database_never_for_the_memory_store(
-    make_app: t.Callable[..., Flask], spans: InMemorySpanExporter, tmp_path: t.Any, kind: str
+    make_app: t.Callable[..., Flask],
+    spans: InMemorySpanExporter,
+    new_store: t.Callable[..., t.Any],
+    store_kind: str,
 ) -> None:
-    store = (
-        SQLStore(sa.create_engine(f"sqlite:///{tmp_path / 'a2a.db'}")) if kind == "sqlite" else None
-    )
+    store = new_store() if store_kind == "sqlite" else None
     app = make_app(**({"store": store} if store is not None else {}))
     FlaskInstrumentor().instrument_app(app)
     A2ATestClient(app, token="alice").send(SECRET_TEXT, skill="echo")
@@ -107,7 +106,6 @@ def test_store_calls_have_spans_for_a_database_never_for_the_memory_store(
     assert {parent_id(s) for s in stores} <= {span_id(method), span_id(run)}
     assert all(s.attributes and s.attributes["a2a.store.operation"] for s in stores)
     assert SECRET_TEXT not in attributes_text(spans)
-    store.engine.dispose()
 
 
 def test_an_error_code_and_a_failed_run_are_on_their_spans(

@@ -7,7 +7,6 @@ import typing as t
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from flask import Flask
 
 from flask_a2a import A2A, MemoryStore, Skill
@@ -15,7 +14,6 @@ from flask_a2a.store.base import OptionalOperations, Store, offers
 from flask_a2a.store.calls import MeteredStore
 from flask_a2a.store.choice import ChosenStore
 from flask_a2a.store.errors import StoreErrors
-from flask_a2a.store.sql import SQLStore
 from flask_a2a.testing import A2ATestClient
 
 from ..conftest import echo, token_principal
@@ -51,15 +49,13 @@ def app_with(store: t.Any = None, metrics: bool = True) -> Flask:
     return app
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+@pytest.mark.parametrize("store_kind", ["sqlite", "memory"])
 def test_the_chosen_store_serves_from_its_error_mapping_then_the_metered_store(
-    kind: str, tmp_path: Path
+    store_kind: str, new_store: t.Callable[..., t.Any]
 ) -> None:
     """A database store is served metered; the memory store as it is (its calls are
     dictionary reads in the process: nothing to time or trace)."""
-    given = (
-        SQLStore(sa.create_engine(f"sqlite:///{tmp_path / 'a2a.db'}")) if kind == "sqlite" else None
-    )
+    given = new_store() if store_kind == "sqlite" else None
     app = app_with(given)
     handle = app.extensions["a2a"].exchange.store
     assert isinstance(handle, ChosenStore)
@@ -73,8 +69,6 @@ def test_the_chosen_store_serves_from_its_error_mapping_then_the_metered_store(
         assert isinstance(handle.target, MeteredStore)
         assert handle.chosen() is given
     assert handle.get_task(task["id"]) == handle.chosen().get_task(task["id"])
-    if given is not None:
-        given.engine.dispose()
 
 
 class ProtocolOnly:
