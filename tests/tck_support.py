@@ -5,7 +5,8 @@ lines checked out and given a venv of its own, both cached under ``~/.cache/flas
 A line is a :class:`Suite`: its branch, where a checkout of it may be given
 (``$A2A_TCK_03_PATH``, ``$A2A_TCK_10_PATH``), and what its venv installs. The venv is keyed by
 what it installs and the Python version, and built aside then renamed into place, so a
-half-built one is never used and two sessions building at once both end with a whole one.
+half-built one is never used and two sessions building at once both end with a whole one
+(:func:`cached_venv`, which the a2a-sdk 0.3 client's live test uses for its venv too).
 """
 
 from __future__ import annotations
@@ -75,38 +76,7 @@ class Suite:
     def python(self, checkout: Path) -> Path:
         """The venv's python, built once per install and Python version."""
         key_material, packages = self.install(checkout)
-        key = hashlib.sha256(key_material).hexdigest()[:12]
-        venv = cache_root() / f"{self.venv}-{key}"
-        if (venv / ".complete").exists():
-            return venv / "bin" / "python"
-        cache_root().mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=f"{self.venv}-", dir=cache_root()))
-        try:
-            subprocess.run(
-                [sys.executable, "-m", "venv", str(building)],
-                check=True,
-                capture_output=True,
-                timeout=120,
-            )
-            done = subprocess.run(
-                [str(building / "bin" / "python"), "-m", "pip", "install", "-q", *packages],
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-            if done.returncode != 0:
-                pytest.skip(
-                    f"the a2a-tck requirements could not be installed: {done.stderr.strip()[-300:]}"
-                )
-            (building / ".complete").write_text("ok")
-            try:
-                building.rename(venv)
-            except OSError:  # another session finished first
-                pass
-        finally:
-            if building.exists():
-                shutil.rmtree(building, ignore_errors=True)
-        return venv / "bin" / "python"
+        return cached_venv(self.venv, key_material, packages, "the a2a-tck requirements")
 
     def prepared(self) -> tuple[Path, Path]:
         """``(checkout, its venv's python)``, or the test skipped, saying why."""
@@ -115,3 +85,40 @@ class Suite:
             return checkout, self.python(checkout)
         except (OSError, subprocess.SubprocessError) as exc:
             pytest.skip(f"no venv for a2a-tck: {exc}")
+
+
+def cached_venv(name: str, key_material: bytes, packages: list[str], what: str) -> Path:
+    """The python of a venv with ``packages``, cached as ``<name>-<key of key_material>``:
+    built aside, then renamed into place, so a half-built one is never used and two sessions
+    building at once both end with a whole one (a venv's scripts hold its path; the tests run
+    its python by absolute path only). ``what`` names the packages in a skip reason."""
+    key = hashlib.sha256(key_material).hexdigest()[:12]
+    venv = cache_root() / f"{name}-{key}"
+    if (venv / ".complete").exists():
+        return venv / "bin" / "python"
+    cache_root().mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=cache_root()))
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "venv", str(building)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        done = subprocess.run(
+            [str(building / "bin" / "python"), "-m", "pip", "install", "-q", *packages],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"{what} could not be installed: {done.stderr.strip()[-300:]}")
+        (building / ".complete").write_text("ok")
+        try:
+            building.rename(venv)
+        except OSError:  # another session finished first
+            pass
+    finally:
+        if building.exists():
+            shutil.rmtree(building, ignore_errors=True)
+    return venv / "bin" / "python"

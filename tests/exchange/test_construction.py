@@ -25,6 +25,7 @@ from flask_a2a.protocol.params import read_send_params
 from flask_a2a.store import MemoryStore
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import echo
+from tests.runners import WrappedRunner
 
 MESSAGE = {"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "hi"}]}}
 
@@ -83,40 +84,17 @@ def test_runs_hold_their_run_life(app: Flask) -> None:
     assert isinstance(runs.life, RunLife)
 
 
-class StartOnly:
+class StartOnly(WrappedRunner):
     """A runner that offers ``here`` but says it cannot run a run there: it must never be
     asked to (once, ``getattr(runner, "here")`` decided instead of the runner)."""
 
-    kind = "threads"
-
     def __init__(self) -> None:
-        self.inner = ThreadRunner(4)
+        super().__init__(ThreadRunner(4))
         self.started = 0
-
-    def reserve(self) -> bool:
-        return self.inner.reserve()
-
-    def unreserve(self) -> None:
-        self.inner.unreserve()
-
-    def lock(self) -> t.Any:
-        return self.inner.lock()
-
-    def can_run_here(self) -> bool:
-        return False
-
-    def here(self) -> t.Any:
-        raise AssertionError("asked to run here by a runner that said it cannot")
 
     def start(self, fn: t.Callable[[], None]) -> t.Any:
         self.started += 1
         return self.inner.start(fn)
-
-    def call_later(self, delay: float, fn: t.Callable[[], None]) -> t.Any:
-        return self.inner.call_later(delay, fn)
-
-    def spawn(self, fn: t.Callable[[], None]) -> None:
-        self.inner.spawn(fn)
 
 
 def test_a_runner_that_cannot_run_here_starts_every_run(make_app: t.Callable[..., Flask]) -> None:

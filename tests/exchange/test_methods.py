@@ -12,6 +12,7 @@ from flask import Flask
 from flask_a2a import Part, Skill, TaskCanceled, TaskContext
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo, next_millisecond, wait_for
+from tests.runners import WrappedRunner
 
 pytestmark = pytest.mark.usefixtures("binding")
 
@@ -42,26 +43,12 @@ def ask(task: TaskContext) -> None:
     task.complete("done")
 
 
-class HeldRunner:
+class HeldRunner(WrappedRunner):
     """Wraps a runner: runs it starts wait until the test lets them go (no race on 'started')."""
 
     def __init__(self, inner: t.Any) -> None:
-        self.inner = inner
-        self.kind = inner.kind
+        super().__init__(inner)
         self.held: list[t.Callable[[], None]] = []
-
-    def reserve(self) -> bool:
-        return bool(self.inner.reserve())
-
-    def unreserve(self) -> None:
-        self.inner.unreserve()
-
-    def lock(self) -> t.Any:
-        return self.inner.lock()
-
-    def can_run_here(self) -> bool:
-        """Every run goes through start(), where the test holds it."""
-        return False
 
     def start(self, fn: t.Callable[[], None]) -> t.Any:
         self.held.append(fn)
@@ -74,12 +61,6 @@ class HeldRunner:
         held, self.held = self.held, []
         for fn in held:
             self.inner.start(fn)
-
-    def call_later(self, delay: float, fn: t.Callable[[], None]) -> t.Any:
-        return self.inner.call_later(delay, fn)
-
-    def spawn(self, fn: t.Callable[[], None]) -> None:
-        self.inner.spawn(fn)
 
 
 def skills(gate: Gate | None = None, **handlers: t.Callable[[TaskContext], None]) -> list[Skill]:

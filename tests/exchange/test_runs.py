@@ -17,6 +17,7 @@ from flask_a2a.store import MemoryStore
 from flask_a2a.store.base import TaskRecord
 from flask_a2a.testing import A2ATestClient
 from tests.conftest import Gate, echo, next_millisecond, wait_for
+from tests.runners import WrappedRunner
 
 
 def ask(task: TaskContext) -> None:
@@ -29,37 +30,14 @@ def ask(task: TaskContext) -> None:
     task.artifact([Part(text="|".join(texts))], name="history")
 
 
-class FrozenTimers:
+class FrozenTimers(WrappedRunner):
     """Wraps a runner so deadline timers never fire: only the run's own clock checks remain."""
-
-    def __init__(self, inner: t.Any) -> None:
-        self.inner = inner
-        self.kind = inner.kind
-
-    def reserve(self) -> bool:
-        return bool(self.inner.reserve())
-
-    def unreserve(self) -> None:
-        self.inner.unreserve()
-
-    def lock(self) -> t.Any:
-        return self.inner.lock()
-
-    def can_run_here(self) -> bool:
-        """Every run goes through start(), on the inner runner."""
-        return False
-
-    def start(self, fn: t.Callable[[], None]) -> t.Any:
-        return self.inner.start(fn)
 
     def call_later(self, delay: float, fn: t.Callable[[], None]) -> t.Any:
         return self
 
     def cancel(self) -> None:
         """The frozen timer: nothing to cancel."""
-
-    def spawn(self, fn: t.Callable[[], None]) -> None:
-        self.inner.spawn(fn)
 
 
 class CountingStore(MemoryStore):

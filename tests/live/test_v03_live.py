@@ -9,13 +9,9 @@ Without a package index the SDK test is skipped, saying so.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import typing as t
 from pathlib import Path
 
@@ -23,6 +19,7 @@ import pytest
 import requests
 
 from tests.live_server import LiveGunicorn
+from tests.tck_support import cached_venv
 
 pytestmark = pytest.mark.live
 
@@ -100,47 +97,10 @@ def test_v03_resubscribe_over_gevent_ends_at_the_cancel(server: LiveGunicorn) ->
     assert rest[-1]["result"]["final"] is True
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "flask_a2a-tests"
-
-
 def _sdk03_python() -> Path:
-    """The venv's python, built once per requirement and Python version (atomically: a
-    half-built venv is never used)."""
-    key = hashlib.sha256(f"{SDK_REQUIREMENT} {sys.version}".encode()).hexdigest()[:12]
-    venv = _cache_root() / f"a2a-sdk-0.3-{key}"
-    python = venv / "bin" / "python"
-    if (venv / ".complete").exists():
-        return python
-    _cache_root().mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix="a2a-sdk-0.3-", dir=_cache_root()))
-    try:
-        subprocess.run(
-            [sys.executable, "-m", "venv", str(building)],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        done = subprocess.run(
-            [str(building / "bin" / "python"), "-m", "pip", "install", "-q", SDK_REQUIREMENT],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if done.returncode != 0:
-            pytest.skip(f"a2a-sdk 0.3 could not be installed: {done.stderr.strip()[-300:]}")
-        (building / ".complete").write_text(SDK_REQUIREMENT)
-        try:
-            building.rename(venv)
-        except OSError:  # another session finished first: use its venv
-            pass
-    finally:
-        if building.exists():
-            shutil.rmtree(building, ignore_errors=True)
-    # A venv's scripts hold its path: one built elsewhere and renamed still runs its python
-    # by absolute path, which is all this test uses.
-    return python
+    """The venv's python, built once per requirement and Python version."""
+    key_material = f"{SDK_REQUIREMENT} {sys.version}".encode()
+    return cached_venv("a2a-sdk-0.3", key_material, [SDK_REQUIREMENT], "a2a-sdk 0.3")
 
 
 @pytest.fixture(scope="session")
